@@ -1,0 +1,240 @@
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string_view>
+#include <unistd.h>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_lcore.h>
+
+#include <prdma/build_config.hpp>
+#include <prdma/eal.hpp>
+#include <prdma/format.hpp>
+
+#include "env_log.hpp"
+
+namespace prdma {
+
+namespace {
+
+enum class EalState : int { never_started, running, cleaned_up };
+
+// One EAL per process, whatever the number of Eal handles; control path only.
+std::atomic<EalState> g_eal_state{EalState::never_started};
+
+bool has_option(const std::vector<std::string>& args,
+                std::initializer_list<std::string_view> names) {
+    return std::any_of(args.begin(), args.end(), [&](const std::string& arg) {
+        return std::any_of(names.begin(), names.end(), [&](std::string_view name) {
+            // "--opt" and "--opt=value"; a short option "-a" also matches "-a0000:01:00.0".
+            if (arg == name) {
+                return true;
+            }
+            if (name.starts_with("--")) {
+                return arg.starts_with(std::string(name) + "=");
+            }
+            return name.size() == 2 && arg.starts_with(name);
+        });
+    });
+}
+
+std::vector<std::string> split_words(std::string_view text) {
+    std::vector<std::string> words;
+    std::istringstream stream{std::string(text)};
+    for (std::string word; stream >> word;) {
+        words.push_back(word);
+    }
+    return words;
+}
+
+} // namespace
+
+std::size_t free_hugepage_bytes(const std::string& sysfs_root) {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::path(sysfs_root) / "kernel/mm/hugepages";
+    std::error_code ec;
+    std::size_t total = 0;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        // Directory names are "hugepages-<size>kB".
+        const std::string name = entry.path().filename().string();
+        const auto dash = name.find('-');
+        if (dash == std::string::npos) {
+            continue;
+        }
+        const std::size_t size_kb = std::strtoull(name.c_str() + dash + 1, nullptr, 10);
+        std::ifstream free_file(entry.path() / "free_hugepages");
+        std::size_t free_pages = 0;
+        if (free_file >> free_pages) {
+            total += free_pages * size_kb * 1024;
+        }
+    }
+    return total;
+}
+
+std::vector<std::string> compose_eal_args(const EalOptions& options,
+                                          const std::string& sysfs_root) {
+    std::vector<std::string> args{options.program_name};
+    args.insert(args.end(), options.args.begin(), options.args.end());
+    const auto& given = options.args;
+
+    for (const std::string& def : split_words(PRDMA_DEFAULT_EAL_ARGS)) {
+        if (def == "--in-memory" &&
+            has_option(given, {"--in-memory", "--proc-type", "--no-shconf", "--huge-dir"})) {
+            continue;
+        }
+        if (def == "--no-pci" &&
+            has_option(given, {"--no-pci", "-a", "--allow", "-b", "--block"})) {
+            continue;
+        }
+        if (def.starts_with("--iova-mode") && has_option(given, {"--iova-mode"})) {
+            continue;
+        }
+        args.push_back(def);
+    }
+    if (!has_option(given, {"--file-prefix"})) {
+        args.push_back(strformat("--file-prefix=prdma_%d", static_cast<int>(::getpid())));
+    }
+    if (options.allow_no_huge_fallback && !has_option(given, {"--no-huge"}) &&
+        free_hugepage_bytes(sysfs_root) == 0) {
+        args.emplace_back("--no-huge");
+        if (!has_option(given, {"-m", "--socket-mem"})) {
+            args.emplace_back("-m");
+            args.push_back(std::to_string(options.no_huge_memory_mb));
+        }
+    }
+    return args;
+}
+
+namespace {
+
+Result<int> init_eal(std::vector<std::string>& args) {
+    EalState expected = EalState::never_started;
+    if (!g_eal_state.compare_exchange_strong(expected, EalState::running)) {
+        if (expected == EalState::running) {
+            return Error(StatusCode::busy, "EAL is already running in this process");
+        }
+        return Error(StatusCode::not_supported,
+                     "EAL was cleaned up in this process and DPDK cannot start it again");
+    }
+    // rte_eal_init permutes argv, so it gets its own array of pointers into our strings.
+    std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
+    for (std::string& arg : args) {
+        argv.push_back(arg.data());
+    }
+    argv.push_back(nullptr);
+    const int consumed = rte_eal_init(static_cast<int>(args.size()), argv.data());
+    if (consumed < 0) {
+        const int err = rte_errno;
+        std::string joined;
+        for (const auto& arg : args) {
+            joined += (joined.empty() ? "" : " ") + arg;
+        }
+        // A failed rte_eal_init cannot be retried either (DPDK keeps it "already called").
+        g_eal_state = EalState::cleaned_up;
+        return Error(
+            err == EALREADY ? StatusCode::busy : StatusCode::internal,
+            strformat("rte_eal_init failed: %s (args: %s)", rte_strerror(err), joined.c_str()));
+    }
+    return consumed;
+}
+
+bool is_hugepage_backed(const std::vector<std::string>& args) {
+    return !has_option(args, {"--no-huge"});
+}
+
+} // namespace
+
+Eal::Eal(std::vector<std::string> args, bool hugepage_backed)
+    : args_(std::move(args)), hugepage_backed_(hugepage_backed), owns_(true) {}
+
+Result<Eal> Eal::start(const EalOptions& options) {
+    std::vector<std::string> args = compose_eal_args(options);
+    if (!is_hugepage_backed(args) && !has_option(options.args, {"--no-huge"})) {
+        PRDMA_LOG(WARNING, prdma_logtype_env, "env",
+                  "no free hugepages: starting EAL with --no-huge (reserve some with "
+                  "usertools/prdma-hugepages reserve)");
+    }
+    std::vector<std::string> for_eal = args;
+    auto consumed = init_eal(for_eal);
+    if (!consumed) {
+        return consumed.error();
+    }
+    if (static_cast<std::size_t>(consumed.value()) + 1 < args.size()) {
+        rte_eal_cleanup();
+        g_eal_state = EalState::cleaned_up;
+        return Error(StatusCode::invalid_parameter,
+                     strformat("EAL left %zu non-EAL arguments unparsed, starting with '%s'",
+                               args.size() - static_cast<std::size_t>(consumed.value()) - 1,
+                               args[static_cast<std::size_t>(consumed.value()) + 1].c_str()));
+    }
+    PRDMA_LOG(DEBUG, prdma_logtype_env, "env", "EAL started with %zu arguments", args.size());
+    const bool hugepages = is_hugepage_backed(args);
+    return Eal(std::move(args), hugepages);
+}
+
+Result<Eal> Eal::start_from_argv(int argc, char** argv, int* consumed) {
+    // EAL arguments end at "--" (DPDK convention); everything after belongs to the application.
+    EalOptions options;
+    options.program_name = argc > 0 ? argv[0] : "prdma";
+    int eal_end = 1;
+    while (eal_end < argc && std::string_view(argv[eal_end]) != "--") {
+        options.args.emplace_back(argv[eal_end]);
+        ++eal_end;
+    }
+    std::vector<std::string> args = compose_eal_args(options);
+    std::vector<std::string> for_eal = args;
+    auto result = init_eal(for_eal);
+    if (!result) {
+        return result.error();
+    }
+    // Report consumption in the caller's argv: its EAL arguments plus the "--" separator.
+    *consumed = eal_end < argc ? eal_end + 1 : eal_end;
+    const bool hugepages = is_hugepage_backed(args);
+    return Eal(std::move(args), hugepages);
+}
+
+Eal::Eal(Eal&& other) noexcept
+    : args_(std::move(other.args_)), hugepage_backed_(other.hugepage_backed_),
+      owns_(std::exchange(other.owns_, false)) {}
+
+Eal& Eal::operator=(Eal&& other) noexcept {
+    if (this != &other) {
+        (void)cleanup();
+        args_ = std::move(other.args_);
+        hugepage_backed_ = other.hugepage_backed_;
+        owns_ = std::exchange(other.owns_, false);
+    }
+    return *this;
+}
+
+Eal::~Eal() {
+    (void)cleanup();
+}
+
+Status Eal::cleanup() {
+    if (!owns_) {
+        return {};
+    }
+    owns_ = false;
+    g_eal_state = EalState::cleaned_up;
+    const int rc = rte_eal_cleanup();
+    if (rc != 0) {
+        return Error(StatusCode::internal,
+                     strformat("rte_eal_cleanup failed: %s", rte_strerror(-rc)));
+    }
+    return {};
+}
+
+unsigned Eal::main_lcore() const noexcept {
+    return rte_get_main_lcore();
+}
+
+unsigned Eal::lcore_count() const noexcept {
+    return rte_lcore_count();
+}
+
+} // namespace prdma
