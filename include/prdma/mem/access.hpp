@@ -1,0 +1,86 @@
+// Access rights of a memory region, and the rules that tie them together (IBTA, seeds 001/002/004).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace prdma::mem {
+
+enum Access : std::uint32_t {
+    access_none = 0,
+    access_local_write = 1U << 0,
+    access_remote_write = 1U << 1,
+    access_remote_read = 1U << 2,
+    access_remote_atomic = 1U << 3,
+    // Local read is always allowed; listed so a check can name it.
+    access_local_read = 1U << 4,
+};
+using AccessFlags = std::uint32_t;
+
+inline constexpr AccessFlags access_remote_any =
+    access_remote_write | access_remote_read | access_remote_atomic;
+inline constexpr AccessFlags access_all = access_local_write | access_remote_write |
+                                          access_remote_read | access_remote_atomic |
+                                          access_local_read;
+
+enum class AccessRuleError : std::uint8_t {
+    ok = 0,
+    unknown_flags,                  // bits outside access_all
+    remote_write_needs_local_write, // IBTA: remote write/atomic require local write
+};
+
+// Checks a requested access mask against the IBTA rules.
+constexpr AccessRuleError check_access_rules(AccessFlags access) {
+    if ((access & ~access_all) != 0) {
+        return AccessRuleError::unknown_flags;
+    }
+    if ((access & (access_remote_write | access_remote_atomic)) != 0 &&
+        (access & access_local_write) == 0) {
+        return AccessRuleError::remote_write_needs_local_write;
+    }
+    return AccessRuleError::ok;
+}
+
+std::string_view access_rule_error_name(AccessRuleError error);
+
+// NDK (seed 001) flags as NDK_OP_FLAG_* values; ALLOW_REMOTE_WRITE (0x30) contains
+// ALLOW_LOCAL_WRITE (0x10), which is how "remote write implies local write" is spelled there.
+namespace ndk {
+inline constexpr std::uint32_t silent_success = 0x00000001;
+inline constexpr std::uint32_t read_fence = 0x00000002;
+inline constexpr std::uint32_t allow_remote_read = 0x00000008;
+inline constexpr std::uint32_t allow_local_write = 0x00000010;
+inline constexpr std::uint32_t allow_remote_write = 0x00000030;
+inline constexpr std::uint32_t defer = 0x00000200;
+} // namespace ndk
+
+constexpr AccessFlags access_from_ndk_flags(std::uint32_t flags) {
+    AccessFlags access = access_local_read;
+    if ((flags & ndk::allow_local_write) == ndk::allow_local_write) {
+        access |= access_local_write;
+    }
+    if ((flags & ndk::allow_remote_write) == ndk::allow_remote_write) {
+        access |= access_remote_write | access_local_write;
+    }
+    if ((flags & ndk::allow_remote_read) != 0) {
+        access |= access_remote_read;
+    }
+    return access;
+}
+
+// WSP (seed 002) MEM_READ / MEM_WRITE / MEM_READWRITE: what the connected peer may do. Read-only
+// is never remotely writable and write-only never remotely readable.
+enum class WspAccess : std::uint8_t { read = 1, write = 2, read_write = 3 };
+
+constexpr AccessFlags access_from_wsp(WspAccess wsp) {
+    AccessFlags access = access_local_read | access_local_write;
+    if ((static_cast<unsigned>(wsp) & 1U) != 0) {
+        access |= access_remote_read;
+    }
+    if ((static_cast<unsigned>(wsp) & 2U) != 0) {
+        access |= access_remote_write;
+    }
+    return access;
+}
+
+} // namespace prdma::mem

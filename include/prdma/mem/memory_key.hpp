@@ -1,0 +1,188 @@
+// Memory keys (lkey/rkey): 24-bit table index + 8-bit variant, and the key table a device
+// checks every local SGE and every incoming RETH/AtomicETH against.
+//
+// Every registration, re-registration, fast-register and invalidate moves the variant on, so a
+// key kept from an earlier life of the same index fails as stale_variant.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include <prdma/compiler.hpp>
+#include <prdma/mem/access.hpp>
+#include <prdma/mem/translation_table.hpp>
+#include <prdma/status.hpp>
+
+namespace prdma::mem {
+
+using MemoryKey = std::uint32_t;
+
+inline constexpr std::uint32_t key_index_bits = 24;
+inline constexpr std::uint32_t max_key_index = (1U << key_index_bits) - 1;
+
+constexpr std::uint32_t key_index(MemoryKey key) {
+    return key >> 8;
+}
+constexpr std::uint8_t key_variant(MemoryKey key) {
+    return static_cast<std::uint8_t>(key & 0xff);
+}
+constexpr MemoryKey make_key(std::uint32_t index, std::uint8_t variant) {
+    return (index << 8) | variant;
+}
+// The key a consumer passes to its next fast-register of the same MR (ib_inc_rkey).
+constexpr MemoryKey next_key(MemoryKey key) {
+    return make_key(key_index(key), static_cast<std::uint8_t>(key_variant(key) + 1));
+}
+
+enum class KeyState : std::uint8_t {
+    free,    // index not allocated to any region
+    valid,   // registered: lookups may succeed
+    invalid, // allocated but not usable (fast-register MR before registration, after invalidate)
+};
+
+// Result of a key check; every failure is its own value so counters and errors can say which.
+enum class KeyCheck : std::uint8_t {
+    ok = 0,
+    bad_index,        // index beyond the table
+    free_entry,       // nothing registered at this index
+    stale_variant,    // the index was registered again since this key was handed out
+    invalidated,      // registered, then invalidated (LOCAL_INV, SEND_WITH_INV)
+    wrong_pd,         // the region belongs to another protection domain
+    lkey_only,        // a DMA MR: its key is never valid as an rkey
+    access_denied,    // the region does not allow this access
+    out_of_bounds,    // [addr, addr + len) is not inside the region
+    wrong_connection, // bound to another queue pair (seed 002: only the connected peer)
+};
+
+std::string_view key_check_name(KeyCheck check);
+
+inline constexpr std::uint32_t any_qpn = 0xffffffffU;
+
+// One key's state, checked on every access: kept to one cache line.
+struct PRDMA_CACHE_ALIGNED KeyEntry {
+    std::uint8_t variant = 0;
+    KeyState state = KeyState::free;
+    bool any_pd = false;    // DMA MR shared by every PD (seed 004)
+    bool lkey_only = false; // DMA MR: local access only
+    bool identity = false;  // DMA MR: address == CPU address, bounded by start/length
+    AccessFlags access = access_none;
+    std::uint32_t pd = 0;
+    std::uint32_t bound_qpn = any_qpn;
+    std::uint64_t start = 0; // region address of the first byte
+    std::uint64_t length = 0;
+    const TranslationTable* table = nullptr; // null for identity regions
+    void* owner = nullptr;                   // the MemoryRegion, for the control path
+};
+static_assert(sizeof(KeyEntry) == PRDMA_CACHE_LINE_SIZE);
+
+// What an access needs: the key, who asks (PD, queue pair), what and where.
+struct KeyAccess {
+    MemoryKey key;
+    std::uint32_t pd;
+    std::uint32_t qpn;
+    AccessFlags
+        access; // access_local_read / access_local_write for lkeys, access_remote_* for rkeys
+    std::uint64_t addr;
+    std::uint64_t length;
+};
+
+class KeyTable {
+public:
+    // Index 0 is never handed out, so key 0 (a zeroed WR) always fails.
+    static Result<KeyTable> create(std::uint32_t capacity);
+
+    KeyTable(KeyTable&&) noexcept = default;
+    KeyTable& operator=(KeyTable&&) noexcept = default;
+    KeyTable(const KeyTable&) = delete;
+    KeyTable& operator=(const KeyTable&) = delete;
+    ~KeyTable() = default;
+
+    // Takes a free index (O(1)); its entry is `invalid` with the variant moved on.
+    Result<std::uint32_t> allocate();
+    // Returns an index; its entry becomes `free` and its variant moves on.
+    void release(std::uint32_t index) noexcept;
+
+    [[nodiscard]] KeyEntry& entry(std::uint32_t index) noexcept { return entries_[index]; }
+    [[nodiscard]] const KeyEntry& entry(std::uint32_t index) const noexcept {
+        return entries_[index];
+    }
+    [[nodiscard]] MemoryKey key_of(std::uint32_t index) const noexcept {
+        return make_key(index, entries_[index].variant);
+    }
+    [[nodiscard]] std::uint32_t capacity() const noexcept {
+        return static_cast<std::uint32_t>(entries_.size());
+    }
+    [[nodiscard]] std::uint32_t in_use() const noexcept {
+        return capacity() - 1 - static_cast<std::uint32_t>(free_.size());
+    }
+
+    // Makes the entry valid under a new variant and returns the new key.
+    MemoryKey validate(std::uint32_t index) noexcept {
+        KeyEntry& e = entries_[index];
+        ++e.variant;
+        e.state = KeyState::valid;
+        return make_key(index, e.variant);
+    }
+    // Makes a valid entry invalid and moves the variant on (LOCAL_INV, SEND_WITH_INV).
+    void invalidate(std::uint32_t index) noexcept {
+        KeyEntry& e = entries_[index];
+        ++e.variant;
+        e.state = KeyState::invalid;
+    }
+
+    // The check every SGE, RETH and AtomicETH goes through. Inline: it is the fast path.
+    KeyCheck check(const KeyAccess& request, const KeyEntry** found) const noexcept {
+        const std::uint32_t index = key_index(request.key);
+        if (PRDMA_UNLIKELY(index >= entries_.size())) {
+            return KeyCheck::bad_index;
+        }
+        const KeyEntry& e = entries_[index];
+        if (PRDMA_UNLIKELY(e.state == KeyState::free)) {
+            return KeyCheck::free_entry;
+        }
+        if (PRDMA_UNLIKELY(e.variant != key_variant(request.key))) {
+            return KeyCheck::stale_variant;
+        }
+        if (PRDMA_UNLIKELY(e.state != KeyState::valid)) {
+            return KeyCheck::invalidated;
+        }
+        if (PRDMA_UNLIKELY(e.pd != request.pd && !e.any_pd)) {
+            return KeyCheck::wrong_pd;
+        }
+        if (PRDMA_UNLIKELY((request.access & access_remote_any) != 0)) {
+            if (e.lkey_only) {
+                return KeyCheck::lkey_only;
+            }
+            if (e.bound_qpn != any_qpn && e.bound_qpn != request.qpn) {
+                return KeyCheck::wrong_connection;
+            }
+        }
+        if (PRDMA_UNLIKELY((request.access & ~(e.access | access_local_read)) != 0)) {
+            return KeyCheck::access_denied;
+        }
+        if (PRDMA_UNLIKELY(request.addr < e.start || request.addr - e.start > e.length ||
+                           request.length > e.length - (request.addr - e.start))) {
+            return KeyCheck::out_of_bounds;
+        }
+        *found = &e;
+        return KeyCheck::ok;
+    }
+
+    // CPU address of a checked access.
+    static std::uint8_t* host(const KeyEntry& e, std::uint64_t addr) noexcept {
+        if (e.identity) {
+            return reinterpret_cast<std::uint8_t*>(addr);
+        }
+        return e.table->host(addr);
+    }
+
+private:
+    explicit KeyTable(std::uint32_t capacity);
+
+    std::vector<KeyEntry> entries_;
+    std::vector<std::uint32_t> free_; // stack of free indices
+};
+
+} // namespace prdma::mem

@@ -1,0 +1,144 @@
+// Key encoding, allocation, and every distinct result of the key check.
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include <prdma/mem/memory_key.hpp>
+
+namespace prdma::mem {
+namespace {
+
+TEST(MemoryKey, IndexAndVariant) {
+    const MemoryKey key = make_key(0xabcdef, 0x42);
+    EXPECT_EQ(key, 0xabcdef42U);
+    EXPECT_EQ(key_index(key), 0xabcdefU);
+    EXPECT_EQ(key_variant(key), 0x42);
+    EXPECT_EQ(next_key(make_key(7, 0xff)), make_key(7, 0)) << "variant wraps, index stays";
+}
+
+TEST(KeyTable, CapacityLimitsAndIndexZeroIsNeverHandedOut) {
+    EXPECT_EQ(KeyTable::create(1).code(), StatusCode::invalid_parameter);
+    EXPECT_EQ(KeyTable::create((1U << 24) + 1).code(), StatusCode::invalid_parameter);
+    auto table = KeyTable::create(4);
+    ASSERT_TRUE(table.ok());
+    std::set<std::uint32_t> indices;
+    for (int i = 0; i < 3; ++i) {
+        auto index = table->allocate();
+        ASSERT_TRUE(index.ok());
+        EXPECT_NE(index.value(), 0U);
+        indices.insert(index.value());
+    }
+    EXPECT_EQ(indices.size(), 3U);
+    EXPECT_EQ(table->in_use(), 3U);
+    auto full = table->allocate();
+    EXPECT_EQ(full.code(), StatusCode::no_resources);
+    table->release(2);
+    EXPECT_EQ(table->allocate().value(), 2U);
+}
+
+class KeyCheckTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        table_ = std::make_unique<KeyTable>(std::move(KeyTable::create(16).value()));
+        index_ = table_->allocate().value();
+        KeyEntry& e = table_->entry(index_);
+        e.access = access_local_read | access_local_write | access_remote_read;
+        e.pd = 3;
+        e.start = 0x1000;
+        e.length = 0x100;
+        e.identity = true; // host() = address; nothing is dereferenced here
+        key_ = table_->validate(index_);
+    }
+    KeyCheck check(MemoryKey key, std::uint32_t pd, AccessFlags access, std::uint64_t addr,
+                   std::uint64_t len, std::uint32_t qpn = 9) {
+        const KeyEntry* found = nullptr;
+        const KeyCheck result = table_->check({key, pd, qpn, access, addr, len}, &found);
+        if (result == KeyCheck::ok) {
+            EXPECT_EQ(found, &table_->entry(index_));
+        }
+        return result;
+    }
+    std::unique_ptr<KeyTable> table_;
+    std::uint32_t index_ = 0;
+    MemoryKey key_ = 0;
+};
+
+TEST_F(KeyCheckTest, ValidAccessAtTheEdges) {
+    EXPECT_EQ(check(key_, 3, access_remote_read, 0x1000, 0x100), KeyCheck::ok);
+    EXPECT_EQ(check(key_, 3, access_local_write, 0x10ff, 1), KeyCheck::ok) << "last valid byte";
+    EXPECT_EQ(check(key_, 3, access_local_write, 0x1100, 1), KeyCheck::out_of_bounds)
+        << "first invalid byte";
+    EXPECT_EQ(check(key_, 3, access_local_write, 0xfff, 1), KeyCheck::out_of_bounds);
+    EXPECT_EQ(check(key_, 3, access_local_write, 0x1001, 0x100), KeyCheck::out_of_bounds);
+    EXPECT_EQ(check(key_, 3, access_local_write, 0x1010, ~std::uint64_t{0}),
+              KeyCheck::out_of_bounds);
+    EXPECT_EQ(check(key_, 3, access_local_read, 0x1100, 0), KeyCheck::ok);
+}
+
+TEST_F(KeyCheckTest, EachFailureIsDistinct) {
+    EXPECT_EQ(check(make_key(16, 0), 3, access_local_read, 0x1000, 1), KeyCheck::bad_index);
+    EXPECT_EQ(check(make_key(index_ + 1, 1), 3, access_local_read, 0x1000, 1),
+              KeyCheck::free_entry);
+    EXPECT_EQ(check(next_key(key_), 3, access_local_read, 0x1000, 1), KeyCheck::stale_variant);
+    EXPECT_EQ(check(key_, 4, access_local_read, 0x1000, 1), KeyCheck::wrong_pd);
+    EXPECT_EQ(check(key_, 3, access_remote_write, 0x1000, 1), KeyCheck::access_denied);
+    EXPECT_EQ(check(key_, 3, access_remote_atomic, 0x1000, 8), KeyCheck::access_denied);
+    EXPECT_EQ(check(0, 3, access_local_read, 0x1000, 1), KeyCheck::free_entry)
+        << "key 0 is never valid";
+
+    table_->entry(index_).bound_qpn = 9;
+    EXPECT_EQ(check(key_, 3, access_remote_read, 0x1000, 1, 9), KeyCheck::ok);
+    EXPECT_EQ(check(key_, 3, access_remote_read, 0x1000, 1, 10), KeyCheck::wrong_connection);
+    EXPECT_EQ(check(key_, 3, access_local_read, 0x1000, 1, 10), KeyCheck::ok)
+        << "the binding restricts remote use only";
+
+    table_->entry(index_).lkey_only = true;
+    EXPECT_EQ(check(key_, 3, access_remote_read, 0x1000, 1, 9), KeyCheck::lkey_only);
+    table_->entry(index_).any_pd = true;
+    EXPECT_EQ(check(key_, 77, access_local_write, 0x1000, 1), KeyCheck::ok);
+}
+
+TEST_F(KeyCheckTest, InvalidateMakesTheOldKeyStaleAndTheNewOneInvalid) {
+    table_->invalidate(index_);
+    EXPECT_EQ(check(key_, 3, access_local_read, 0x1000, 1), KeyCheck::stale_variant);
+    EXPECT_EQ(check(next_key(key_), 3, access_local_read, 0x1000, 1), KeyCheck::invalidated);
+    const MemoryKey again = table_->validate(index_);
+    EXPECT_NE(again, key_);
+    EXPECT_EQ(check(again, 3, access_local_read, 0x1000, 1), KeyCheck::ok);
+    EXPECT_EQ(check(key_, 3, access_local_read, 0x1000, 1), KeyCheck::stale_variant);
+}
+
+TEST_F(KeyCheckTest, VariantWrapsAroundAndOnlyTheCurrentKeyWorks) {
+    std::set<MemoryKey> seen{key_};
+    MemoryKey current = key_;
+    for (int i = 0; i < 300; ++i) {
+        current = table_->validate(index_);
+        EXPECT_EQ(key_index(current), index_);
+    }
+    // 300 validations wrap the 8-bit variant: every key of the index was handed out.
+    EXPECT_EQ(check(current, 3, access_local_read, 0x1000, 1), KeyCheck::ok);
+    for (unsigned v = 0; v < 256; ++v) {
+        const MemoryKey key = make_key(index_, static_cast<std::uint8_t>(v));
+        if (key != current) {
+            EXPECT_EQ(check(key, 3, access_local_read, 0x1000, 1), KeyCheck::stale_variant) << v;
+        }
+    }
+}
+
+TEST_F(KeyCheckTest, ReleaseFreesAndRollsTheVariant) {
+    table_->release(index_);
+    EXPECT_EQ(check(key_, 3, access_local_read, 0x1000, 1), KeyCheck::free_entry);
+    const std::uint32_t again = table_->allocate().value();
+    EXPECT_EQ(again, index_);
+    EXPECT_NE(table_->validate(again), key_) << "a re-registered index never reuses the old key";
+}
+
+TEST(KeyCheckNames, AreDistinct) {
+    std::set<std::string_view> names;
+    for (int c = 0; c <= static_cast<int>(KeyCheck::wrong_connection); ++c) {
+        EXPECT_TRUE(names.insert(key_check_name(static_cast<KeyCheck>(c))).second);
+    }
+}
+
+} // namespace
+} // namespace prdma::mem
