@@ -27,12 +27,13 @@ struct EalOptions {
     bool allow_no_huge_fallback = true;
     // Memory for the --no-huge fallback, in MiB.
     unsigned no_huge_memory_mb = 512;
+    // Where free hugepages are counted for the fallback decision (tests point it at a fake tree).
+    std::string sysfs_root = "/sys";
 };
 
 // The argument vector prdma::Eal would pass to rte_eal_init (argv[0] first). Pure: reads the
-// free hugepage counts from sysfs_root (for the fallback decision) and nothing else.
-std::vector<std::string> compose_eal_args(const EalOptions& options,
-                                          const std::string& sysfs_root = "/sys");
+// free hugepage counts from options.sysfs_root (for the fallback decision) and nothing else.
+std::vector<std::string> compose_eal_args(const EalOptions& options);
 
 // Free hugepages of every size the kernel offers, in bytes, summed (0 when none or no sysfs).
 std::size_t free_hugepage_bytes(const std::string& sysfs_root = "/sys");

@@ -74,15 +74,22 @@ std::size_t free_hugepage_bytes(const std::string& sysfs_root) {
     return total;
 }
 
-std::vector<std::string> compose_eal_args(const EalOptions& options,
-                                          const std::string& sysfs_root) {
+std::vector<std::string> compose_eal_args(const EalOptions& options) {
     std::vector<std::string> args{options.program_name};
     args.insert(args.end(), options.args.begin(), options.args.end());
     const auto& given = options.args;
+    const bool fall_back = options.allow_no_huge_fallback && !has_option(given, {"--no-huge"}) &&
+                           free_hugepage_bytes(options.sysfs_root) == 0;
 
     for (const std::string& def : split_words(PRDMA_DEFAULT_EAL_ARGS)) {
+        // --no-huge implies legacy memory, which DPDK refuses together with --in-memory;
+        // --no-shconf keeps the "no runtime files" half of it.
         if (def == "--in-memory" &&
-            has_option(given, {"--in-memory", "--proc-type", "--no-shconf", "--huge-dir"})) {
+            (fall_back || has_option(given, {"--no-huge", "--in-memory", "--proc-type",
+                                             "--no-shconf", "--huge-dir"}))) {
+            if (fall_back && !has_option(given, {"--no-shconf", "--proc-type"})) {
+                args.emplace_back("--no-shconf");
+            }
             continue;
         }
         if (def == "--no-pci" &&
@@ -97,8 +104,7 @@ std::vector<std::string> compose_eal_args(const EalOptions& options,
     if (!has_option(given, {"--file-prefix"})) {
         args.push_back(strformat("--file-prefix=prdma_%d", static_cast<int>(::getpid())));
     }
-    if (options.allow_no_huge_fallback && !has_option(given, {"--no-huge"}) &&
-        free_hugepage_bytes(sysfs_root) == 0) {
+    if (fall_back) {
         args.emplace_back("--no-huge");
         if (!has_option(given, {"-m", "--socket-mem"})) {
             args.emplace_back("-m");

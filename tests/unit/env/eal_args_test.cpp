@@ -36,6 +36,11 @@ private:
     fs::path root_;
 };
 
+EalOptions with_sysfs(EalOptions options, const FakeSysfs& sysfs) {
+    options.sysfs_root = sysfs.path();
+    return options;
+}
+
 bool contains(const std::vector<std::string>& args, const std::string& arg) {
     return std::find(args.begin(), args.end(), arg) != args.end();
 }
@@ -44,7 +49,7 @@ TEST(EalArgs, DefaultsAreAddedWhenTheCallerGivesNone) {
     FakeSysfs sysfs(16);
     EalOptions options;
     options.program_name = "app";
-    const auto args = compose_eal_args(options, sysfs.path());
+    const auto args = compose_eal_args(with_sysfs(options, sysfs));
     ASSERT_FALSE(args.empty());
     EXPECT_EQ(args.front(), "app");
     EXPECT_TRUE(contains(args, "--in-memory"));
@@ -59,7 +64,7 @@ TEST(EalArgs, CallerChoicesOverrideDefaults) {
     EalOptions options;
     options.args = {"-a", "0000:3b:00.0", "--iova-mode=pa", "--file-prefix=mine",
                     "--proc-type=primary"};
-    const auto args = compose_eal_args(options, sysfs.path());
+    const auto args = compose_eal_args(with_sysfs(options, sysfs));
     EXPECT_FALSE(contains(args, "--no-pci"));
     EXPECT_FALSE(contains(args, "--iova-mode=va"));
     EXPECT_FALSE(contains(args, "--in-memory"));
@@ -73,15 +78,18 @@ TEST(EalArgs, AllowOptionInAttachedFormAlsoKeepsPciScan) {
     FakeSysfs sysfs(16);
     EalOptions options;
     options.args = {"-a0000:3b:00.0"};
-    EXPECT_FALSE(contains(compose_eal_args(options, sysfs.path()), "--no-pci"));
+    EXPECT_FALSE(contains(compose_eal_args(with_sysfs(options, sysfs)), "--no-pci"));
 }
 
 TEST(EalArgs, NoFreeHugepagesFallsBackToNoHuge) {
     FakeSysfs sysfs(0);
     EalOptions options;
     options.no_huge_memory_mb = 256;
-    const auto args = compose_eal_args(options, sysfs.path());
+    const auto args = compose_eal_args(with_sysfs(options, sysfs));
     EXPECT_TRUE(contains(args, "--no-huge"));
+    // DPDK refuses --no-huge (legacy memory) with --in-memory.
+    EXPECT_FALSE(contains(args, "--in-memory"));
+    EXPECT_TRUE(contains(args, "--no-shconf"));
     const auto m = std::find(args.begin(), args.end(), "-m");
     ASSERT_NE(m, args.end());
     ASSERT_NE(m + 1, args.end());
@@ -92,7 +100,7 @@ TEST(EalArgs, FallbackCanBeRefused) {
     FakeSysfs sysfs(0);
     EalOptions options;
     options.allow_no_huge_fallback = false;
-    EXPECT_FALSE(contains(compose_eal_args(options, sysfs.path()), "--no-huge"));
+    EXPECT_FALSE(contains(compose_eal_args(with_sysfs(options, sysfs)), "--no-huge"));
 }
 
 TEST(EalArgs, FreeHugepageBytesSumsSizes) {
