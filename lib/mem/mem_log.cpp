@@ -1,0 +1,3 @@
+#include "mem_log.hpp"
+
+PRDMA_LOG_REGISTER(prdma_logtype_mem, prdma.mem);

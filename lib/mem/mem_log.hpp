@@ -1,0 +1,5 @@
+#pragma once
+
+#include "log.hpp"
+
+extern int prdma_logtype_mem;
