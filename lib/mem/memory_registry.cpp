@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstring>
 
 #include <prdma/format.hpp>
@@ -15,6 +16,8 @@ std::string_view fast_reg_result_name(FastRegResult result) {
         return "key_index_changed";
     case FastRegResult::variant_not_changed:
         return "variant_not_changed";
+    case FastRegResult::still_valid:
+        return "still_valid";
     case FastRegResult::wrong_pd:
         return "wrong_pd";
     case FastRegResult::access_violation:
@@ -63,7 +66,7 @@ MemoryKey MemoryRegion::lkey() const noexcept {
 
 MemoryKey MemoryRegion::rkey() const noexcept {
     const KeyEntry& e = entry();
-    if (e.lkey_only || (e.access & access_remote_any) == 0) {
+    if (e.state != KeyState::valid || e.lkey_only || (e.access & access_remote_any) == 0) {
         return 0;
     }
     return registry_->keys_.key_of(index_);
@@ -101,6 +104,30 @@ Status MemoryRegion::export_descriptor(void* buffer, std::uint32_t* length) cons
 }
 
 // ---- MemoryRegistry -------------------------------------------------------------------------
+
+namespace {
+
+// Whether `table` maps every page of `pages` where `pages` does: equal attributes alone do not make
+// equal regions (two SGLs can share start and length and nothing else).
+bool same_pages(const TranslationTable& table, const PageList& pages) {
+    const std::uint64_t base = pages.address - pages.first_byte_offset;
+    const std::uint64_t end = pages.address + pages.length;
+    for (std::size_t i = 0; i < pages.page_count(); ++i) {
+        const std::uint64_t page_start = base + (std::uint64_t{i} << pages.page_shift);
+        if (page_start >= end) {
+            break;
+        }
+        const std::uint64_t addr = std::max(page_start, pages.address);
+        const std::uint64_t offset = addr - page_start;
+        if (table.host(addr) != reinterpret_cast<std::uint8_t*>(pages.page_va[i] + offset) ||
+            table.iova(addr) != pages.page_iova[i] + offset) {
+            return false;
+        }
+    }
+    return true;
+}
+
+} // namespace
 
 MemoryRegistry::MemoryRegistry(const RegistryConfig& config, KeyTable keys)
     : config_(config), keys_(std::move(keys)) {}
@@ -166,10 +193,18 @@ Result<MemoryRegion*> MemoryRegistry::register_pages(std::uint32_t pd, const Pag
                                static_cast<unsigned long long>(pages.length),
                                static_cast<unsigned long long>(config_.max_region_bytes)));
     }
+    if (const PageListError error = check_page_list(pages); error != PageListError::ok) {
+        return page_list_error(error, "register");
+    }
     const DedupKey dedup_key{pd, pages.address, pages.length, access, bound_qpn, kind};
-    if (auto it = dedup_.find(dedup_key); deduplicate && it != dedup_.end()) {
-        ++it->second->references_;
-        return it->second;
+    if (deduplicate) {
+        auto [first, last] = dedup_.equal_range(dedup_key);
+        for (auto it = first; it != last; ++it) {
+            if (same_pages(*it->second->table(), pages)) {
+                ++it->second->references_;
+                return it->second;
+            }
+        }
     }
     auto table = TranslationTable::build(pages, config_.page_sizes);
     if (!table) {
@@ -322,6 +357,9 @@ FastRegResult MemoryRegistry::fast_register(MemoryRegion& region, std::uint32_t 
                                             PageListError* page_error) noexcept {
     if (region.kind_ != RegionKind::fast_reg) {
         return FastRegResult::not_fast_reg_region;
+    }
+    if (keys_.entry(region.index_).state == KeyState::valid) {
+        return FastRegResult::still_valid;
     }
     if (region.pd_ != pd) {
         return FastRegResult::wrong_pd;

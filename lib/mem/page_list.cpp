@@ -52,6 +52,8 @@ std::string_view page_list_error_name(PageListError error) {
         return "too_many_pages";
     case PageListError::no_pages:
         return "no_pages";
+    case PageListError::inconsistent_page_list:
+        return "inconsistent_page_list";
     }
     return "unknown";
 }
@@ -94,6 +96,8 @@ std::string_view page_list_error_text(PageListError error) {
         return "more pages than the memory region was allocated for";
     case PageListError::no_pages:
         return "the page array is empty";
+    case PageListError::inconsistent_page_list:
+        return "the page list's arrays differ in size or hold fewer pages than its length needs";
     case PageListError::ok:
         break;
     }
@@ -118,6 +122,36 @@ Error page_list_error(PageListError error, std::string_view context) {
                       page_list_error_text(error).data(),
                       static_cast<int>(page_list_error_name(error).size()),
                       page_list_error_name(error).data())};
+}
+
+PageListError check_page_list(const PageList& list) {
+    if (!valid_page_shift(list.page_shift)) {
+        return PageListError::bad_page_size;
+    }
+    if (list.length == 0) {
+        return PageListError::zero_length;
+    }
+    const std::uint64_t mask = page_mask(list.page_shift);
+    if (list.first_byte_offset > mask) {
+        return PageListError::fbo_beyond_page;
+    }
+    if ((list.address & mask) != list.first_byte_offset) {
+        return PageListError::base_va_not_fbo_aligned;
+    }
+    if (adds_overflow(list.address, list.length)) {
+        return PageListError::address_overflow;
+    }
+    const std::uint64_t needed =
+        ((list.first_byte_offset + list.length - 1) >> list.page_shift) + 1;
+    if (list.page_iova.size() != list.page_va.size() || list.page_iova.size() < needed) {
+        return PageListError::inconsistent_page_list;
+    }
+    for (std::size_t i = 0; i < list.page_iova.size(); ++i) {
+        if (((list.page_iova[i] | list.page_va[i]) & mask) != 0) {
+            return PageListError::page_not_aligned;
+        }
+    }
+    return PageListError::ok;
 }
 
 PageListError build_virtual_page_list(std::span<const VirtualPiece> pieces, unsigned page_shift,

@@ -65,8 +65,8 @@ void TranslationTable::allocate(std::uint64_t entries) {
 }
 
 Result<TranslationTable> TranslationTable::build(const PageList& list, PageSizeBitmap supported) {
-    if (list.length == 0 || list.page_count() == 0) {
-        return page_list_error(PageListError::zero_length, "translation table");
+    if (const PageListError error = check_page_list(list); error != PageListError::ok) {
+        return page_list_error(error, "translation table");
     }
     const int shift = best_page_shift(list, supported);
     if (shift < 0) {

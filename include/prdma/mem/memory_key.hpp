@@ -48,7 +48,8 @@ enum class KeyCheck : std::uint8_t {
     bad_index,        // index beyond the table
     free_entry,       // nothing registered at this index
     stale_variant,    // the index was registered again since this key was handed out
-    invalidated,      // registered, then invalidated (LOCAL_INV, SEND_WITH_INV)
+    invalidated,      // the current key of an entry that is not valid: a fast-register MR before
+                      // its first FAST_REG or after LOCAL_INV (the invalidated key is stale)
     wrong_pd,         // the region belongs to another protection domain
     lkey_only,        // a DMA MR: its key is never valid as an rkey
     access_denied,    // the region does not allow this access
@@ -162,7 +163,8 @@ public:
         if (PRDMA_UNLIKELY((request.access & ~(e.access | access_local_read)) != 0)) {
             return KeyCheck::access_denied;
         }
-        if (PRDMA_UNLIKELY(request.addr < e.start || request.addr - e.start > e.length ||
+        // addr itself must be inside even for a zero-length access: host(addr) follows.
+        if (PRDMA_UNLIKELY(request.addr < e.start || request.addr - e.start >= e.length ||
                            request.length > e.length - (request.addr - e.start))) {
             return KeyCheck::out_of_bounds;
         }

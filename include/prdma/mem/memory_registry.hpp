@@ -30,6 +30,7 @@ enum class FastRegResult : std::uint8_t {
     not_fast_reg_region, // the MR was not allocated for fast-register
     key_index_changed,   // fast-register may change the key's variant only
     variant_not_changed, // the new key must differ from the last registration's, or stale keys live
+    still_valid,         // invalidate (LOCAL_INV) before registering new pages, as IBTA requires
     wrong_pd,            // the queue pair's PD is not the region's
     access_violation,    // remote access asked of an MR not initialised for it (seed 001)
     bad_access,          // the access mask breaks the IBTA rules
@@ -124,8 +125,12 @@ private:
 
     RegistryConfig config_;
     KeyTable keys_;
-    std::map<std::uint32_t, std::unique_ptr<MemoryRegion>> regions_; // by key index
-    std::map<DedupKey, MemoryRegion*> dedup_;
+    std::map<std::uint32_t, std::unique_ptr<MemoryRegion>>
+        regions_; // by key index
+                  // Several regions may share attributes (different pages, or after reregister());
+                  // a new
+    // registration joins one only if its pages are the same too.
+    std::multimap<DedupKey, MemoryRegion*> dedup_;
     MemoryRegion* dma_region_ = nullptr;
 };
 

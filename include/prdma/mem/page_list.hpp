@@ -37,9 +37,15 @@ enum class PageListError : std::uint8_t {
     base_va_not_fbo_aligned, // base VA != n * page size + FBO
     too_many_pages,          // more pages than the MR was allocated for
     no_pages,                // zero pages
+    inconsistent_page_list,  // page arrays of different sizes, or fewer pages than the length
 };
 
 std::string_view page_list_error_name(PageListError error);
+
+struct PageList;
+// Checks a PageList someone else built (register_pages is public): valid page size, aligned pages,
+// FBO inside page 0, address % page size == FBO, and as many pages as the length needs.
+PageListError check_page_list(const PageList& list);
 // invalid_parameter Error naming the rule, for control-path callers.
 Error page_list_error(PageListError error, std::string_view context = {});
 

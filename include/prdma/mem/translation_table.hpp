@@ -72,9 +72,10 @@ public:
     [[nodiscard]] std::uint64_t capacity() const noexcept { return capacity_; }
     [[nodiscard]] unsigned levels() const noexcept { return directory_.size() > 1 ? 2 : 1; }
 
-    // [addr, addr + len) lies inside the region (len 0: addr within [address, address+length]).
+    // [addr, addr + len) lies inside the region, and so does addr itself even when len is 0, so
+    // host(addr) is always safe after it.
     [[nodiscard]] bool contains(std::uint64_t addr, std::uint64_t len) const noexcept {
-        return addr >= address_ && addr - address_ <= length_ && len <= length_ - (addr - address_);
+        return addr >= address_ && addr - address_ < length_ && len <= length_ - (addr - address_);
     }
 
     // CPU address of a region address; the caller has checked contains().

@@ -72,7 +72,9 @@ TEST_F(KeyCheckTest, ValidAccessAtTheEdges) {
     EXPECT_EQ(check(key_, 3, access_local_write, 0x1001, 0x100), KeyCheck::out_of_bounds);
     EXPECT_EQ(check(key_, 3, access_local_write, 0x1010, ~std::uint64_t{0}),
               KeyCheck::out_of_bounds);
-    EXPECT_EQ(check(key_, 3, access_local_read, 0x1100, 0), KeyCheck::ok);
+    EXPECT_EQ(check(key_, 3, access_local_read, 0x10ff, 0), KeyCheck::ok);
+    EXPECT_EQ(check(key_, 3, access_local_read, 0x1100, 0), KeyCheck::out_of_bounds)
+        << "a zero-length access at the end would translate one past the region";
 }
 
 TEST_F(KeyCheckTest, EachFailureIsDistinct) {

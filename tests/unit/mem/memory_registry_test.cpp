@@ -124,6 +124,26 @@ TEST_F(RegistryTest, SameRangeAndAccessIsRefcounted) {
     EXPECT_NE(check(key, 1, access_remote_read, kBase, 8), KeyCheck::ok);
 }
 
+TEST_F(RegistryTest, InconsistentPageListsAreRejected) {
+    PageList pages;
+    const VirtualPiece piece{kBase, k4k};
+    ASSERT_EQ(build_virtual_page_list({&piece, 1}, 12, AddressTranslator::identity(), pages),
+              PageListError::ok);
+    PageList too_long = pages;
+    too_long.length = 3 * k4k; // one page cannot hold it
+    EXPECT_EQ(registry_->register_pages(1, too_long, access_local_write).code(),
+              StatusCode::invalid_parameter);
+    PageList uneven = pages;
+    uneven.page_va.push_back(kBase + k4k);
+    EXPECT_EQ(registry_->register_pages(1, uneven, access_local_write).code(),
+              StatusCode::invalid_parameter);
+    PageList off = pages;
+    off.address += 8; // address % page size != first_byte_offset
+    EXPECT_EQ(registry_->register_pages(1, off, access_local_write).code(),
+              StatusCode::invalid_parameter);
+    EXPECT_TRUE(registry_->register_pages(1, pages, access_local_write).ok());
+}
+
 TEST_F(RegistryTest, ConnectionBoundRegion) {
     auto mr = reg(1, kBase, k4k, access_local_write | access_remote_write, 42);
     ASSERT_TRUE(mr.ok());
@@ -223,6 +243,8 @@ TEST_F(FastRegRegionTest, RegisterThenPeerAccessThenInvalidate) {
     EXPECT_EQ(registry_->invalidate(next_key(key), 1), InvalidateResult::bad_key);
     ASSERT_EQ(registry_->invalidate(key, 1), InvalidateResult::ok);
     EXPECT_EQ(check(key, 1, access_remote_write, 0x200000 + 16, 8), KeyCheck::stale_variant);
+    EXPECT_EQ(mr_->rkey(), 0U) << "no remote key while invalid";
+    EXPECT_EQ(mr_->remote_end(), 0U);
     EXPECT_EQ(registry_->invalidate(key, 1), InvalidateResult::bad_key) << "already invalid";
 
     // The next registration takes the next variant; the old key stays dead.
@@ -256,6 +278,10 @@ TEST_F(FastRegRegionTest, Seed001Errors) {
     EXPECT_FALSE(mr_->valid());
     ASSERT_EQ(registry_->fast_register(*mr_, 1, key, request(), access_local_write),
               FastRegResult::ok);
+    EXPECT_EQ(registry_->fast_register(*mr_, 1, next_key(key), request(), access_local_write),
+              FastRegResult::still_valid)
+        << "new pages only after LOCAL_INV";
+    ASSERT_EQ(registry_->invalidate(key, 1), InvalidateResult::ok);
     EXPECT_EQ(registry_->fast_register(*mr_, 1, key, request(), access_local_write),
               FastRegResult::variant_not_changed);
     auto normal = reg(1, kBase, k4k, access_local_write);

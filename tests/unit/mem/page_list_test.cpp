@@ -28,7 +28,7 @@ AddressTranslator shifted_translator() {
 
 TEST(PageListErrors, NamesAreDistinctAndMessagesNameTheRule) {
     std::set<std::string_view> names;
-    for (int e = 0; e <= static_cast<int>(PageListError::no_pages); ++e) {
+    for (int e = 0; e <= static_cast<int>(PageListError::inconsistent_page_list); ++e) {
         EXPECT_TRUE(names.insert(page_list_error_name(static_cast<PageListError>(e))).second);
     }
     const Error error = page_list_error(PageListError::fbo_beyond_page, "fast-register");
