@@ -1,0 +1,122 @@
+// rdmadev driver interface (as DPDK's ethdev_driver.h): what a driver fills at probe and the
+// calls it makes into the class. Never included by applications.
+//
+// The class owns the generic objects (contexts, PDs, CQ/QP bookkeeping, the MemoryRegistry with
+// its keys and tables) and enforces the rules (states, busy, device removed); the driver owns its
+// queues and the wire. Nothing here assumes the device is software: a hardware driver (mlx5 over
+// VFIO) programs its MTT/MKEY tables from the same registry callbacks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <prdma/mem/memory_registry.hpp>
+#include <prdma/rdmadev/attributes.hpp>
+#include <prdma/rdmadev/fastpath.hpp>
+#include <prdma/rdmadev/rdmadev.hpp>
+#include <prdma/status.hpp>
+
+struct rte_device;
+
+namespace prdma::rdma::driver {
+
+struct Device;
+
+struct PortInfo {
+    PortState state = PortState::down;
+    Mtu max_mtu = Mtu::mtu_1024;
+    Mtu active_mtu = Mtu::mtu_1024;
+    std::uint32_t link_speed_mbps = 0;
+    std::uint8_t link_width = 1;
+    std::uint8_t mac[6] = {};
+    std::vector<Gid> gids;
+    std::vector<std::uint16_t> pkeys{0xffff};
+    std::uint64_t max_msg_size = 1ULL << 31;
+};
+
+struct CqInit {
+    std::uint32_t cqe = 0;
+    std::uint16_t queue_group = 0;
+};
+
+struct QpInit {
+    QpType type = QpType::rc;
+    std::uint32_t pd = 0;
+    void* send_cq = nullptr; // the driver's CQ objects
+    void* recv_cq = nullptr;
+    std::uint16_t queue_group = 0;
+    QpCaps caps{};
+    bool signal_all = false;
+};
+
+struct QpCreated {
+    void* queue = nullptr; // the driver's QP, passed to post_send/post_recv
+    std::uint32_t qpn = 0;
+};
+
+// Identifies a pending control request; the driver reports its end with complete_control().
+struct ControlToken {
+    std::uint32_t context = 0;
+    std::uint64_t request_id = 0;
+    ControlOp op = ControlOp::modify_qp;
+    std::uint32_t qpn = 0;
+};
+
+// Control operations (DESIGN: transports plug in through ops tables, as SPDK's nvme_transport).
+struct DeviceOps {
+    // Current state of port `port` (1-based).
+    Status (*query_port)(Device& device, std::uint8_t port, PortInfo& out);
+    Result<void*> (*create_cq)(Device& device, const CqInit& init);
+    Status (*destroy_cq)(Device& device, void* cq);
+    Result<QpCreated> (*create_qp)(Device& device, const QpInit& init);
+    // The class has checked the transition and the mask; the driver applies it. It may return
+    // pending and finish later with complete_control(token).
+    Status (*modify_qp)(Device& device, void* qp, const QpAttr& attr, std::uint32_t mask,
+                        const ControlToken& token);
+    // Pending while the QP still has work in flight; the driver flushes and completes.
+    Status (*destroy_qp)(Device& device, void* qp, const ControlToken& token);
+    // Progress of pending control work when the caller polls (ARP, flushes).
+    void (*control_progress)(Device& device);
+    // Exported connection details of a QP: the driver's current send PSN.
+    std::uint32_t (*qp_send_psn)(Device& device, void* qp);
+    // The device is going away (vdev remove): stop the port, free every driver object.
+    void (*close)(Device& device);
+};
+
+struct DeviceConfig {
+    std::string name;
+    rte_device* dpdk_device = nullptr; // for rte_dev_remove()
+    const DeviceOps* ops = nullptr;
+    FastPathOps fast_path{};
+    DeviceAttr attr{}; // static attributes; version/size/offsets are filled by the class
+    std::uint8_t port_count = 1;
+    mem::RegistryConfig registry{};
+    void* driver_private = nullptr;
+};
+
+// Class-owned device state; drivers read it and keep their own data in driver_private.
+struct Device {
+    DeviceId id = invalid_device;
+    DeviceConfig config;
+    std::unique_ptr<mem::MemoryRegistry> registry;
+    bool removed = false;
+    [[nodiscard]] void* driver_private() const { return config.driver_private; }
+};
+
+// Called by a driver's probe: the class takes a device slot and publishes the fast-path entry.
+Result<DeviceId> register_device(DeviceConfig config);
+// Called by a driver's remove: contexts get device_removed, the fast-path entry goes dummy,
+// DeviceOps::close runs; the slot is freed once the last context has closed.
+Status unregister_device(DeviceId id);
+Device* device(DeviceId id);
+Device* device_by_dpdk(const rte_device* dpdk_device);
+
+// A pending request has finished.
+void complete_control(Device& device, const ControlToken& token, StatusCode status,
+                      std::string message = {});
+// An asynchronous event for every context of the device (qpn 0 when not about a QP).
+void raise_event(Device& device, EventType type, std::uint8_t port = 0, std::uint32_t qpn = 0);
+
+} // namespace prdma::rdma::driver

@@ -1,0 +1,301 @@
+// prdma rdmadev — the device class applications program against (DESIGN "The three-header
+// split": this is the public face, as rte_ethdev.h is DPDK's).
+//
+// Devices come from their drivers at EAL probe (--vdev=rdma_swroce0,port=...,ip=...) or from
+// create_device() with the same devargs. A client opens a Context per device (seed 003 OpenCa),
+// allocates PDs, CQs, QPs and MRs from it, and drives the data path with the inline burst calls
+// of fastpath.hpp. Control calls return a Status; `pending` means the request completes later,
+// reported by Context::poll_control() from the caller's own loop — nothing ever blocks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <prdma/mem/access.hpp>
+#include <prdma/mem/memory_region.hpp>
+#include <prdma/mem/page_list.hpp>
+#include <prdma/rdmadev/attributes.hpp>
+#include <prdma/rdmadev/types.hpp>
+#include <prdma/rdmadev/work_request.hpp>
+#include <prdma/status.hpp>
+
+namespace prdma::rdma {
+
+namespace detail {
+struct ContextState;
+struct PdObject;
+struct CqObject;
+struct QpObject;
+} // namespace detail
+
+// ---- devices ------------------------------------------------------------------------------------
+
+[[nodiscard]] unsigned device_count();
+[[nodiscard]] std::vector<DeviceId> device_list();
+Result<DeviceId> find_device(std::string_view name);
+[[nodiscard]] std::string device_name(DeviceId device);
+// Creates a device from devargs, as --vdev would: "rdma_swroce1,port=net_memif0,ip=10.0.0.1".
+Result<DeviceId> create_device(std::string_view devargs);
+// Removes a device: every open context gets a device_removed event and every later call on it
+// fails with device_removed until the client has released everything and closed.
+Status remove_device(DeviceId device);
+
+// ---- control completions and events -----------------------------------------------------------
+
+struct ControlCompletion {
+    std::uint64_t request_id = 0; // what the caller passed with the pending request
+    ControlOp op = ControlOp::modify_qp;
+    StatusCode status = StatusCode::ok;
+    std::uint32_t qpn = 0;
+    std::string message; // for a failed request: what went wrong
+};
+
+struct Event {
+    EventType type = EventType::port_active;
+    std::uint8_t port = 0;
+    std::uint32_t qpn = 0;
+};
+
+// ---- objects ------------------------------------------------------------------------------------
+
+class Context;
+class ProtectionDomain;
+class CompletionQueue;
+class QueuePair;
+
+// A registered memory region (lib/mem's MemoryRegion) owned by one handle; dropping the handle
+// deregisters one reference.
+class MemoryRegionHandle {
+public:
+    MemoryRegionHandle() = default;
+    MemoryRegionHandle(MemoryRegionHandle&& other) noexcept;
+    MemoryRegionHandle& operator=(MemoryRegionHandle&& other) noexcept;
+    MemoryRegionHandle(const MemoryRegionHandle&) = delete;
+    MemoryRegionHandle& operator=(const MemoryRegionHandle&) = delete;
+    ~MemoryRegionHandle();
+
+    [[nodiscard]] const mem::MemoryRegion& region() const { return *region_; }
+    [[nodiscard]] mem::MemoryRegion* get() const noexcept { return region_; }
+    [[nodiscard]] mem::MemoryKey lkey() const { return region_->lkey(); }
+    [[nodiscard]] mem::MemoryKey rkey() const { return region_->rkey(); }
+    explicit operator bool() const noexcept { return region_ != nullptr; }
+    Status deregister();
+
+private:
+    friend class ProtectionDomain;
+    MemoryRegionHandle(detail::PdObject* pd, mem::MemoryRegion* region)
+        : pd_(pd), region_(region) {}
+    detail::PdObject* pd_ = nullptr;
+    mem::MemoryRegion* region_ = nullptr;
+};
+
+class ProtectionDomain {
+public:
+    ProtectionDomain() = default;
+    ProtectionDomain(ProtectionDomain&& other) noexcept;
+    ProtectionDomain& operator=(ProtectionDomain&& other) noexcept;
+    ProtectionDomain(const ProtectionDomain&) = delete;
+    ProtectionDomain& operator=(const ProtectionDomain&) = delete;
+    ~ProtectionDomain();
+
+    [[nodiscard]] std::uint32_t id() const;
+    explicit operator bool() const noexcept { return pd_ != nullptr; }
+
+    // ibv_reg_mr / IbRegVirtMr on DPDK memory (hugepage or registered external memory).
+    Result<MemoryRegionHandle> register_memory(const void* addr, std::size_t length,
+                                               AccessFlags access);
+    // Seed 002: usable remotely only by `qp`'s peer while connected; refcounted per connection.
+    Result<MemoryRegionHandle> register_for_connection(const QueuePair& qp, const void* addr,
+                                                       std::size_t length, mem::WspAccess access);
+    // IbRegScatterGatherMr: an IOVA scatter/gather list.
+    Result<MemoryRegionHandle> register_sgl(std::span<const mem::SglElement> sgl,
+                                            unsigned page_shift, AccessFlags access);
+    // IbGetDmaMr / reserved L_Key (seed 004).
+    Result<MemoryRegionHandle> get_dma_region();
+    // A region initialised for FAST_REG work requests (seed 001).
+    Result<MemoryRegionHandle> alloc_fast_reg_region(std::uint32_t max_pages,
+                                                     AccessFlags allowed_access);
+
+    // Fails busy while QPs or MRs of this PD exist.
+    Status destroy();
+
+private:
+    friend class Context;
+    friend class QueuePair;
+    explicit ProtectionDomain(detail::PdObject* pd) : pd_(pd) {}
+    // Wraps a new registration in a handle and counts it against this PD and its context.
+    Result<MemoryRegionHandle> adopt(Result<mem::MemoryRegion*> region);
+    detail::PdObject* pd_ = nullptr;
+};
+
+class CompletionQueue {
+public:
+    CompletionQueue() = default;
+    CompletionQueue(CompletionQueue&& other) noexcept;
+    CompletionQueue& operator=(CompletionQueue&& other) noexcept;
+    CompletionQueue(const CompletionQueue&) = delete;
+    CompletionQueue& operator=(const CompletionQueue&) = delete;
+    ~CompletionQueue();
+
+    [[nodiscard]] std::uint32_t capacity() const;
+    [[nodiscard]] std::uint16_t queue_group() const;
+    explicit operator bool() const noexcept { return cq_ != nullptr; }
+    // Fails busy while QPs use it.
+    Status destroy();
+
+    // Fast-path identity (fastpath.hpp).
+    [[nodiscard]] DeviceId device() const noexcept { return device_; }
+    [[nodiscard]] void* driver_queue() const noexcept { return driver_; }
+
+private:
+    friend class Context;
+    friend class QueuePair;
+    explicit CompletionQueue(detail::CqObject* cq);
+    detail::CqObject* cq_ = nullptr;
+    DeviceId device_ = invalid_device;
+    void* driver_ = nullptr;
+};
+
+struct QpCaps {
+    std::uint32_t max_send_wr = 256;
+    std::uint32_t max_recv_wr = 256;
+    std::uint32_t max_send_sge = 4;
+    std::uint32_t max_recv_sge = 4;
+    std::uint32_t max_inline_data = 64;
+};
+
+// Everything modify_qp can set; which fields count is said by the QpAttrMask.
+struct QpAttr {
+    QpState state = QpState::reset;
+    QpState cur_state = QpState::reset;
+    AccessFlags access = 0; // remote access the QP grants (IBV_ACCESS_REMOTE_*)
+    std::uint8_t port = 1;
+    Mtu path_mtu = Mtu::mtu_1024;
+    Gid dest_gid{};
+    std::optional<std::array<std::uint8_t, 6>> dest_mac; // resolved with ARP when absent
+    std::uint32_t dest_qpn = 0;
+    std::uint32_t rq_psn = 0;
+    std::uint32_t sq_psn = 0;
+    std::uint8_t timeout = 14; // 4.096 us x 2^timeout
+    std::uint8_t retry_cnt = 7;
+    std::uint8_t rnr_retry = 7; // 7 = infinite (IBTA)
+    std::uint8_t min_rnr_timer = 12;
+    std::uint8_t max_rd_atomic = 1;
+    std::uint8_t max_dest_rd_atomic = 1;
+};
+
+// What a peer needs to connect to a QP and to reach one region (exchanged out of band).
+struct ConnectionDescriptor {
+    std::uint16_t version = 1;
+    std::uint16_t size = 0;
+    std::uint32_t qpn = 0;
+    std::uint32_t psn = 0;
+    std::uint32_t rkey = 0;
+    Gid gid{};
+    std::uint8_t mac[6] = {};
+    std::uint16_t reserved = 0;
+    std::uint64_t address = 0;
+    std::uint64_t length = 0;
+};
+
+class QueuePair {
+public:
+    QueuePair() = default;
+    QueuePair(QueuePair&& other) noexcept;
+    QueuePair& operator=(QueuePair&& other) noexcept;
+    QueuePair(const QueuePair&) = delete;
+    QueuePair& operator=(const QueuePair&) = delete;
+    ~QueuePair();
+
+    [[nodiscard]] std::uint32_t qpn() const;
+    [[nodiscard]] QpState state() const;
+    [[nodiscard]] QpAttr attributes() const;
+    [[nodiscard]] const QpCaps& caps() const;
+    explicit operator bool() const noexcept { return qp_ != nullptr; }
+
+    // Legal IBTA transitions only; `pending` (RTR while the peer's MAC is resolved) completes
+    // through Context::poll_control with `request_id`.
+    Status modify(const QpAttr& attr, std::uint32_t mask, std::uint64_t request_id = 0);
+    // `pending` while work is in flight; the QP is flushed and destroyed later.
+    Status destroy(std::uint64_t request_id = 0);
+    // Export this QP's connection descriptor (and optionally one region's rkey/range) into
+    // `buffer`, with seed 002's size negotiation.
+    Status export_connection(const MemoryRegionHandle* region, void* buffer,
+                             std::uint32_t* length) const;
+
+    // Fast-path identity (fastpath.hpp).
+    [[nodiscard]] DeviceId device() const noexcept { return device_; }
+    [[nodiscard]] void* driver_queue() const noexcept { return driver_; }
+
+private:
+    friend class Context;
+    friend class ProtectionDomain;
+    explicit QueuePair(detail::QpObject* qp);
+    detail::QpObject* qp_ = nullptr;
+    DeviceId device_ = invalid_device;
+    void* driver_ = nullptr;
+};
+
+struct QpInitAttr {
+    ProtectionDomain* pd = nullptr;
+    CompletionQueue* send_cq = nullptr;
+    CompletionQueue* recv_cq = nullptr;
+    QpType type = QpType::rc;
+    QpCaps caps{};
+    bool signal_all = false; // every send WR completes, as if flagged send_signaled
+};
+
+class Context {
+public:
+    // Seed 003 OpenCa: a client's own view of the device.
+    static Result<Context> open(DeviceId device);
+    Context(Context&& other) noexcept;
+    Context& operator=(Context&& other) noexcept;
+    Context(const Context&) = delete;
+    Context& operator=(const Context&) = delete;
+    // Drops this handle; objects still alive keep the client's state until they are released.
+    ~Context();
+
+    // Seed 003 CloseCa: busy while PDs, CQs, QPs or MRs remain.
+    Status close();
+
+    [[nodiscard]] DeviceId device() const;
+
+    // Seed 003 QueryCa / QueryPort. `*size` is the buffer's size in, the bytes written out.
+    // buffer_too_small: not even an AttrHeader fits (nothing written, *size = required).
+    // buffer_overflow: a prefix was written, the header's size field and *size = required.
+    // invalid_parameter: unknown version, no buffer, port number outside 1..port_count.
+    Status query_device(void* buffer, std::uint32_t* size,
+                        std::uint32_t version = attr_version_current) const;
+    Status query_port(std::uint8_t port, void* buffer, std::uint32_t* size,
+                      std::uint32_t version = attr_version_current) const;
+
+    Result<ProtectionDomain> alloc_pd();
+    // A CQ belongs to one queue group (one lcore's rx/tx queue pair of the port).
+    Result<CompletionQueue> create_cq(std::uint32_t cqe, std::uint16_t queue_group = 0);
+    Result<QueuePair> create_qp(const QpInitAttr& init);
+
+    // Drives pending control requests and returns the finished ones; never blocks.
+    std::size_t poll_control(std::span<ControlCompletion> out);
+    std::size_t poll_events(std::span<Event> out);
+
+    // Resources this client still holds (what close() would call busy).
+    struct Resources {
+        std::uint32_t pds = 0, cqs = 0, qps = 0, mrs = 0;
+        [[nodiscard]] std::uint32_t total() const { return pds + cqs + qps + mrs; }
+    };
+    [[nodiscard]] Resources resources() const;
+
+private:
+    explicit Context(std::shared_ptr<detail::ContextState> state);
+    // Shared with every object of the context, so dropping the Context first leaves no object
+    // pointing at freed state.
+    std::shared_ptr<detail::ContextState> state_;
+};
+
+} // namespace prdma::rdma

@@ -1,0 +1,151 @@
+// Work requests and completions: fixed-size, cache-line-aligned structs, as a NIC's WQEs/CQEs are,
+// so a burst is an array the driver walks without allocating.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include <prdma/compiler.hpp>
+#include <prdma/mem/memory_key.hpp>
+#include <prdma/rdmadev/types.hpp>
+
+namespace prdma::mem {
+class MemoryRegion;
+} // namespace prdma::mem
+
+namespace prdma::rdma {
+
+struct Sge {
+    std::uint64_t addr = 0;
+    std::uint32_t length = 0;
+    std::uint32_t lkey = 0;
+};
+static_assert(sizeof(Sge) == 16);
+
+enum class WrOpcode : std::uint8_t {
+    send,
+    send_with_imm,
+    send_with_inv,
+    rdma_write,
+    rdma_write_with_imm,
+    rdma_read,
+    atomic_cmp_swap,
+    atomic_fetch_add,
+    fast_reg,  // seed 001 NdkFastRegister, executed in send-queue order
+    local_inv, // LOCAL_INV
+};
+std::string_view wr_opcode_name(WrOpcode opcode);
+
+enum SendFlags : std::uint16_t {
+    send_signaled = 1U << 0,   // without it: silent success (a completion only on error)
+    send_fence = 1U << 1,      // wait for earlier reads/atomics before this WR
+    send_read_fence = 1U << 2, // NDK read fence: wait for earlier reads (seed 001)
+    send_inline = 1U << 3,     // payload copied at post time; lkey ignored
+    send_defer = 1U << 4,      // queue without ringing the doorbell (NDK DEFER)
+    send_solicited = 1U << 5,
+};
+
+struct FastRegFields {
+    mem::MemoryRegion* region = nullptr;  // allocated for fast-register (rdmadev fast_reg MR)
+    const std::uint64_t* pages = nullptr; // page-aligned IOVAs
+    std::uint64_t length = 0;
+    std::uint64_t base_va = 0;
+    std::uint32_t page_count = 0;
+    std::uint32_t first_byte_offset = 0;
+    mem::MemoryKey key = 0; // the region's key with its new variant (mem::next_key)
+    AccessFlags access = 0;
+    std::uint8_t page_shift = 12;
+};
+
+// One send-queue work request; 128 bytes. num_sge == 1 uses `sge`, more use `sg_list`.
+struct PRDMA_CACHE_ALIGNED SendWr {
+    std::uint64_t wr_id = 0;
+    WrOpcode opcode = WrOpcode::send;
+    std::uint8_t num_sge = 0;
+    std::uint16_t flags = 0;
+    std::uint32_t imm_or_invalidate = 0; // immediate data (host order) or rkey to invalidate
+    Sge sge{};
+    const Sge* sg_list = nullptr;
+    union {
+        struct {
+            std::uint64_t remote_addr;
+            std::uint32_t rkey;
+        } rdma;
+        struct {
+            std::uint64_t remote_addr;
+            std::uint64_t compare_add; // compare (CMP_SWAP) or add (FETCH_ADD)
+            std::uint64_t swap;
+            std::uint32_t rkey;
+        } atomic;
+        FastRegFields fast_reg;
+        struct {
+            std::uint32_t key;
+        } local_inv;
+    };
+
+    SendWr() : fast_reg{} {}
+    [[nodiscard]] const Sge* sges() const noexcept { return num_sge == 1 ? &sge : sg_list; }
+};
+static_assert(sizeof(SendWr) == 128);
+
+// One receive-queue work request; 64 bytes.
+struct PRDMA_CACHE_ALIGNED RecvWr {
+    std::uint64_t wr_id = 0;
+    std::uint8_t num_sge = 0;
+    Sge sge{};
+    const Sge* sg_list = nullptr;
+    [[nodiscard]] const Sge* sges() const noexcept { return num_sge == 1 ? &sge : sg_list; }
+};
+static_assert(sizeof(RecvWr) == 64);
+
+// Completion status (IBTA / ibv_wc_status).
+enum class WcStatus : std::uint8_t {
+    success = 0,
+    local_length_error,
+    local_qp_operation_error,
+    local_protection_error,
+    wr_flush_error,
+    bad_response_error,
+    local_access_error,
+    remote_invalid_request_error,
+    remote_access_error,
+    remote_operation_error,
+    retry_exceeded,
+    rnr_retry_exceeded,
+    fatal_error,
+    general_error,
+};
+std::string_view wc_status_name(WcStatus status);
+
+enum class WcOpcode : std::uint8_t {
+    send,
+    rdma_write,
+    rdma_read,
+    atomic_cmp_swap,
+    atomic_fetch_add,
+    fast_reg,
+    local_inv,
+    recv,
+    recv_rdma_with_imm,
+};
+
+enum WcFlags : std::uint8_t {
+    wc_with_imm = 1U << 0,
+    wc_with_inv = 1U << 1,
+};
+
+// One completion; 64 bytes.
+struct PRDMA_CACHE_ALIGNED WorkCompletion {
+    std::uint64_t wr_id = 0;
+    WcStatus status = WcStatus::success;
+    WcOpcode opcode = WcOpcode::send;
+    std::uint8_t flags = 0;
+    std::uint32_t byte_len = 0;
+    std::uint32_t imm_or_invalidated = 0;
+    std::uint32_t qpn = 0;
+    std::uint32_t src_qpn = 0;
+    std::uint32_t vendor_error = 0; // driver detail, e.g. a mem::KeyCheck value
+};
+static_assert(sizeof(WorkCompletion) == 64);
+
+} // namespace prdma::rdma

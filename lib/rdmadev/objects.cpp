@@ -1,0 +1,627 @@
+// PDs, CQs, QPs and MRs: the generic rules (limits, busy, states, device removed) live here; the
+// driver does what is device-specific through its ops.
+#include "objects.hpp"
+
+#include <cstring>
+
+#include <prdma/format.hpp>
+#include <prdma/mem/dma_memory.hpp>
+
+#include "qp_state_machine.hpp"
+#include "rdmadev_log.hpp"
+
+namespace prdma::rdma {
+
+using detail::ContextState;
+using detail::CqObject;
+using detail::PdObject;
+using detail::QpObject;
+
+namespace detail {
+
+void release_pd_child(PdObject* pd) {
+    if (pd->handle_dropped && pd->qps == 0 && pd->mrs == 0) {
+        std::unique_ptr<PdObject> owned(pd);
+        --owned->context->resources.pds;
+    }
+}
+
+void release_cq_child(CqObject* cq) {
+    if (cq->handle_dropped && cq->qps == 0) {
+        std::unique_ptr<CqObject> owned(cq);
+        if (driver::Device* dev = live_device(*cq->context); dev != nullptr) {
+            (void)dev->config.ops->destroy_cq(*dev, cq->driver);
+        }
+        --owned->context->resources.cqs;
+    }
+}
+
+void free_qp(QpObject* qp) {
+    std::unique_ptr<QpObject> owned(qp);
+    owned->context->qps.erase(owned->qpn);
+    --owned->context->resources.qps;
+    --owned->pd->qps;
+    --owned->send_cq->qps;
+    if (owned->recv_cq != owned->send_cq) {
+        --owned->recv_cq->qps;
+    }
+    release_pd_child(owned->pd);
+    release_cq_child(owned->send_cq);
+    if (owned->recv_cq != owned->send_cq) {
+        release_cq_child(owned->recv_cq);
+    }
+}
+
+namespace {
+
+void apply_qp_attr(QpAttr& current, const QpAttr& attr, std::uint32_t mask) {
+    if ((mask & qp_attr_access_flags) != 0) {
+        current.access = attr.access;
+    }
+    if ((mask & qp_attr_port) != 0) {
+        current.port = attr.port;
+    }
+    if ((mask & qp_attr_path_mtu) != 0) {
+        current.path_mtu = attr.path_mtu;
+    }
+    if ((mask & qp_attr_dest) != 0) {
+        current.dest_gid = attr.dest_gid;
+        current.dest_mac = attr.dest_mac;
+    }
+    if ((mask & qp_attr_dest_qpn) != 0) {
+        current.dest_qpn = attr.dest_qpn;
+    }
+    if ((mask & qp_attr_rq_psn) != 0) {
+        current.rq_psn = attr.rq_psn;
+    }
+    if ((mask & qp_attr_sq_psn) != 0) {
+        current.sq_psn = attr.sq_psn;
+    }
+    if ((mask & qp_attr_timeout) != 0) {
+        current.timeout = attr.timeout;
+    }
+    if ((mask & qp_attr_retry_cnt) != 0) {
+        current.retry_cnt = attr.retry_cnt;
+    }
+    if ((mask & qp_attr_rnr_retry) != 0) {
+        current.rnr_retry = attr.rnr_retry;
+    }
+    if ((mask & qp_attr_min_rnr_timer) != 0) {
+        current.min_rnr_timer = attr.min_rnr_timer;
+    }
+    if ((mask & qp_attr_max_rd_atomic) != 0) {
+        current.max_rd_atomic = attr.max_rd_atomic;
+    }
+    if ((mask & qp_attr_max_dest_rd_atomic) != 0) {
+        current.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+    }
+    if ((mask & qp_attr_state) != 0) {
+        current.state = attr.state;
+        current.cur_state = attr.state;
+    }
+}
+
+} // namespace
+
+void finish_qp_request(ContextState& context, const driver::ControlToken& token,
+                       StatusCode status) {
+    auto it = context.qps.find(token.qpn);
+    if (it == context.qps.end()) {
+        return;
+    }
+    QpObject* qp = it->second;
+    if (token.op == ControlOp::modify_qp && qp->pending_modify) {
+        if (status == StatusCode::ok) {
+            // The driver may have learnt more than it was given (a resolved MAC).
+            const auto learned_mac = qp->attr.dest_mac;
+            apply_qp_attr(qp->attr, qp->pending_modify->first, qp->pending_modify->second);
+            if (!qp->attr.dest_mac && learned_mac) {
+                qp->attr.dest_mac = learned_mac;
+            }
+        }
+        qp->pending_modify.reset();
+    } else if (token.op == ControlOp::destroy_qp && qp->destroying) {
+        free_qp(qp);
+    }
+}
+
+} // namespace detail
+
+namespace {
+
+Error removed(const ContextState& context) {
+    return detail::device_removed_error(context.device);
+}
+
+} // namespace
+
+// ---- Context: object creation -----------------------------------------------------------------
+
+Result<ProtectionDomain> Context::alloc_pd() {
+    if (!state_) {
+        return Error(StatusCode::invalid_parameter, "the context is not open");
+    }
+    if (detail::live_device(*state_) == nullptr) {
+        return removed(*state_);
+    }
+    auto pd = std::make_unique<PdObject>();
+    // Unique across contexts and devices: a key check compares PD ids of different clients.
+    static std::uint32_t next_pd_id = 1;
+    pd->id = next_pd_id++;
+    pd->context = state_;
+    ++state_->resources.pds;
+    return ProtectionDomain(pd.release());
+}
+
+Result<CompletionQueue> Context::create_cq(std::uint32_t cqe, std::uint16_t queue_group) {
+    if (!state_) {
+        return Error(StatusCode::invalid_parameter, "the context is not open");
+    }
+    driver::Device* dev = detail::live_device(*state_);
+    if (dev == nullptr) {
+        return removed(*state_);
+    }
+    const DeviceAttr& attr = dev->config.attr;
+    if (cqe == 0 || cqe > attr.max_cqe) {
+        return Error(StatusCode::invalid_parameter,
+                     strformat("CQ size %u outside 1..%u", cqe, attr.max_cqe));
+    }
+    if (queue_group >= attr.max_queue_groups) {
+        return Error(StatusCode::invalid_parameter,
+                     strformat("queue group %u does not exist; the device has %u (devarg queues=)",
+                               queue_group, attr.max_queue_groups));
+    }
+    auto driver_cq = dev->config.ops->create_cq(*dev, driver::CqInit{cqe, queue_group});
+    if (!driver_cq) {
+        return driver_cq.error();
+    }
+    auto cq = std::make_unique<CqObject>();
+    cq->context = state_;
+    cq->driver = driver_cq.value();
+    cq->cqe = cqe;
+    cq->queue_group = queue_group;
+    ++state_->resources.cqs;
+    return CompletionQueue(cq.release());
+}
+
+Result<QueuePair> Context::create_qp(const QpInitAttr& init) {
+    if (!state_) {
+        return Error(StatusCode::invalid_parameter, "the context is not open");
+    }
+    driver::Device* dev = detail::live_device(*state_);
+    if (dev == nullptr) {
+        return removed(*state_);
+    }
+    if (init.pd == nullptr || !*init.pd || init.send_cq == nullptr || !*init.send_cq ||
+        init.recv_cq == nullptr || !*init.recv_cq) {
+        return Error(StatusCode::invalid_parameter, "a QP needs a PD, a send CQ and a receive CQ");
+    }
+    PdObject* pd = init.pd->pd_;
+    CqObject* send_cq = init.send_cq->cq_;
+    CqObject* recv_cq = init.recv_cq->cq_;
+    if (pd->context.get() != state_.get() || send_cq->context.get() != state_.get() ||
+        recv_cq->context.get() != state_.get()) {
+        return Error(StatusCode::invalid_parameter, "PD and CQs must belong to this context");
+    }
+    if (send_cq->queue_group != recv_cq->queue_group) {
+        return Error(StatusCode::invalid_parameter,
+                     strformat("send CQ (group %u) and receive CQ (group %u) must share a queue "
+                               "group: a QP is polled by one lcore",
+                               send_cq->queue_group, recv_cq->queue_group));
+    }
+    const DeviceAttr& attr = dev->config.attr;
+    const QpCaps& caps = init.caps;
+    if (caps.max_send_wr == 0 || caps.max_send_wr > attr.max_qp_wr || caps.max_recv_wr == 0 ||
+        caps.max_recv_wr > attr.max_qp_wr || caps.max_send_sge == 0 ||
+        caps.max_send_sge > attr.max_sge || caps.max_recv_sge == 0 ||
+        caps.max_recv_sge > attr.max_sge || caps.max_inline_data > attr.max_inline_data) {
+        return Error(StatusCode::invalid_parameter,
+                     strformat("QP caps (wr %u/%u, sge %u/%u, inline %u) exceed the device "
+                               "(wr %u, sge %u, inline %u)",
+                               caps.max_send_wr, caps.max_recv_wr, caps.max_send_sge,
+                               caps.max_recv_sge, caps.max_inline_data, attr.max_qp_wr,
+                               attr.max_sge, attr.max_inline_data));
+    }
+    driver::QpInit qp_init;
+    qp_init.type = init.type;
+    qp_init.pd = pd->id;
+    qp_init.send_cq = send_cq->driver;
+    qp_init.recv_cq = recv_cq->driver;
+    qp_init.queue_group = send_cq->queue_group;
+    qp_init.caps = caps;
+    qp_init.signal_all = init.signal_all;
+    auto created = dev->config.ops->create_qp(*dev, qp_init);
+    if (!created) {
+        return created.error();
+    }
+    auto qp = std::make_unique<QpObject>();
+    qp->context = state_;
+    qp->pd = pd;
+    qp->send_cq = send_cq;
+    qp->recv_cq = recv_cq;
+    qp->driver = created->queue;
+    qp->qpn = created->qpn;
+    qp->type = init.type;
+    qp->caps = caps;
+    ++pd->qps;
+    ++send_cq->qps;
+    if (recv_cq != send_cq) {
+        ++recv_cq->qps;
+    }
+    ++state_->resources.qps;
+    state_->qps.emplace(qp->qpn, qp.get());
+    return QueuePair(qp.release());
+}
+
+// ---- ProtectionDomain -------------------------------------------------------------------------
+
+ProtectionDomain::ProtectionDomain(ProtectionDomain&& other) noexcept
+    : pd_(std::exchange(other.pd_, nullptr)) {}
+ProtectionDomain& ProtectionDomain::operator=(ProtectionDomain&& other) noexcept {
+    if (this != &other) {
+        (void)destroy();
+        pd_ = std::exchange(other.pd_, nullptr);
+    }
+    return *this;
+}
+ProtectionDomain::~ProtectionDomain() {
+    if (pd_ != nullptr && !destroy().ok()) {
+        // Children still live: the PD goes with the last of them.
+        std::exchange(pd_, nullptr)->handle_dropped = true;
+    }
+}
+
+std::uint32_t ProtectionDomain::id() const {
+    return pd_ != nullptr ? pd_->id : 0;
+}
+
+Status ProtectionDomain::destroy() {
+    if (pd_ == nullptr) {
+        return {};
+    }
+    if (pd_->qps > 0 || pd_->mrs > 0) {
+        return Error(StatusCode::busy,
+                     strformat("PD %u still has %u QPs and %u MRs", pd_->id, pd_->qps, pd_->mrs));
+    }
+    std::unique_ptr<PdObject> owned(std::exchange(pd_, nullptr));
+    --owned->context->resources.pds;
+    return {};
+}
+
+Result<MemoryRegionHandle> ProtectionDomain::adopt(Result<mem::MemoryRegion*> region) {
+    if (!region) {
+        return region.error();
+    }
+    ++pd_->mrs;
+    ++pd_->context->resources.mrs;
+    return MemoryRegionHandle(pd_, region.value());
+}
+
+Result<MemoryRegionHandle> ProtectionDomain::register_memory(const void* addr, std::size_t length,
+                                                             AccessFlags access) {
+    if (pd_ == nullptr) {
+        return Error(StatusCode::invalid_parameter, "the PD is not allocated");
+    }
+    driver::Device* dev = detail::live_device(*pd_->context);
+    if (dev == nullptr) {
+        return removed(*pd_->context);
+    }
+    mem::PageList pages;
+    const mem::PageListError error = mem::build_dma_page_list(addr, length, pages);
+    if (error != mem::PageListError::ok) {
+        return mem::page_list_error(error, "register_memory");
+    }
+    return adopt(dev->registry->register_pages(pd_->id, pages, access));
+}
+
+Result<MemoryRegionHandle> ProtectionDomain::register_for_connection(const QueuePair& qp,
+                                                                     const void* addr,
+                                                                     std::size_t length,
+                                                                     mem::WspAccess access) {
+    if (pd_ == nullptr || !qp) {
+        return Error(StatusCode::invalid_parameter, "the PD or the QP is not allocated");
+    }
+    driver::Device* dev = detail::live_device(*pd_->context);
+    if (dev == nullptr) {
+        return removed(*pd_->context);
+    }
+    if (qp.qp_->pd != pd_) {
+        return Error(StatusCode::invalid_parameter, "the QP belongs to another PD");
+    }
+    const QpState state = qp.qp_->attr.state;
+    if (state != QpState::rtr && state != QpState::rts) {
+        return Error(StatusCode::not_connected,
+                     strformat("QP %u is %s: seed 002 registers memory for a connected socket only",
+                               qp.qp_->qpn, std::string(qp_state_name(state)).c_str()));
+    }
+    mem::PageList pages;
+    const mem::PageListError error = mem::build_dma_page_list(addr, length, pages);
+    if (error != mem::PageListError::ok) {
+        return mem::page_list_error(error, "register_for_connection");
+    }
+    return adopt(dev->registry->register_pages(pd_->id, pages, mem::access_from_wsp(access),
+                                               mem::RegionKind::virtual_range, qp.qp_->qpn));
+}
+
+Result<MemoryRegionHandle> ProtectionDomain::register_sgl(std::span<const mem::SglElement> sgl,
+                                                          unsigned page_shift, AccessFlags access) {
+    if (pd_ == nullptr) {
+        return Error(StatusCode::invalid_parameter, "the PD is not allocated");
+    }
+    driver::Device* dev = detail::live_device(*pd_->context);
+    if (dev == nullptr) {
+        return removed(*pd_->context);
+    }
+    return adopt(dev->registry->register_sgl(pd_->id, sgl, page_shift, access));
+}
+
+Result<MemoryRegionHandle> ProtectionDomain::get_dma_region() {
+    if (pd_ == nullptr) {
+        return Error(StatusCode::invalid_parameter, "the PD is not allocated");
+    }
+    driver::Device* dev = detail::live_device(*pd_->context);
+    if (dev == nullptr) {
+        return removed(*pd_->context);
+    }
+    return adopt(dev->registry->get_dma_region(pd_->id));
+}
+
+Result<MemoryRegionHandle> ProtectionDomain::alloc_fast_reg_region(std::uint32_t max_pages,
+                                                                   AccessFlags allowed_access) {
+    if (pd_ == nullptr) {
+        return Error(StatusCode::invalid_parameter, "the PD is not allocated");
+    }
+    driver::Device* dev = detail::live_device(*pd_->context);
+    if (dev == nullptr) {
+        return removed(*pd_->context);
+    }
+    return adopt(dev->registry->allocate_fast_reg(pd_->id, max_pages, allowed_access));
+}
+
+// ---- MemoryRegionHandle -----------------------------------------------------------------------
+
+MemoryRegionHandle::MemoryRegionHandle(MemoryRegionHandle&& other) noexcept
+    : pd_(std::exchange(other.pd_, nullptr)), region_(std::exchange(other.region_, nullptr)) {}
+MemoryRegionHandle& MemoryRegionHandle::operator=(MemoryRegionHandle&& other) noexcept {
+    if (this != &other) {
+        (void)deregister();
+        pd_ = std::exchange(other.pd_, nullptr);
+        region_ = std::exchange(other.region_, nullptr);
+    }
+    return *this;
+}
+MemoryRegionHandle::~MemoryRegionHandle() {
+    (void)deregister();
+}
+
+Status MemoryRegionHandle::deregister() {
+    if (region_ == nullptr) {
+        return {};
+    }
+    // The device may be gone; the class-owned registry is not, and releasing is always allowed.
+    driver::Device* dev = driver::device(pd_->context->device);
+    Status status;
+    if (dev != nullptr) {
+        status = dev->registry->deregister(std::exchange(region_, nullptr));
+    }
+    region_ = nullptr;
+    --pd_->mrs;
+    --pd_->context->resources.mrs;
+    detail::release_pd_child(std::exchange(pd_, nullptr));
+    return status;
+}
+
+// ---- CompletionQueue --------------------------------------------------------------------------
+
+CompletionQueue::CompletionQueue(CqObject* cq)
+    : cq_(cq), device_(cq->context->device), driver_(cq->driver) {}
+CompletionQueue::CompletionQueue(CompletionQueue&& other) noexcept
+    : cq_(std::exchange(other.cq_, nullptr)), device_(other.device_),
+      driver_(std::exchange(other.driver_, nullptr)) {}
+CompletionQueue& CompletionQueue::operator=(CompletionQueue&& other) noexcept {
+    if (this != &other) {
+        (void)destroy();
+        cq_ = std::exchange(other.cq_, nullptr);
+        device_ = other.device_;
+        driver_ = std::exchange(other.driver_, nullptr);
+    }
+    return *this;
+}
+CompletionQueue::~CompletionQueue() {
+    if (cq_ != nullptr && !destroy().ok()) {
+        std::exchange(cq_, nullptr)->handle_dropped = true;
+    }
+}
+
+std::uint32_t CompletionQueue::capacity() const {
+    return cq_ != nullptr ? cq_->cqe : 0;
+}
+std::uint16_t CompletionQueue::queue_group() const {
+    return cq_ != nullptr ? cq_->queue_group : 0;
+}
+
+Status CompletionQueue::destroy() {
+    if (cq_ == nullptr) {
+        return {};
+    }
+    if (cq_->qps > 0) {
+        return Error(StatusCode::busy, strformat("the CQ is used by %u QPs", cq_->qps));
+    }
+    std::unique_ptr<CqObject> owned(std::exchange(cq_, nullptr));
+    driver_ = nullptr;
+    if (driver::Device* dev = detail::live_device(*owned->context); dev != nullptr) {
+        if (Status status = dev->config.ops->destroy_cq(*dev, owned->driver); !status.ok()) {
+            RDMADEV_LOG(WARNING, "destroy_cq: %s", status.error().to_string().c_str());
+        }
+    }
+    --owned->context->resources.cqs;
+    return {};
+}
+
+// ---- QueuePair ----------------------------------------------------------------------------------
+
+QueuePair::QueuePair(QpObject* qp) : qp_(qp), device_(qp->context->device), driver_(qp->driver) {}
+QueuePair::QueuePair(QueuePair&& other) noexcept
+    : qp_(std::exchange(other.qp_, nullptr)), device_(other.device_),
+      driver_(std::exchange(other.driver_, nullptr)) {}
+QueuePair& QueuePair::operator=(QueuePair&& other) noexcept {
+    if (this != &other) {
+        (void)destroy();
+        qp_ = std::exchange(other.qp_, nullptr);
+        device_ = other.device_;
+        driver_ = std::exchange(other.driver_, nullptr);
+    }
+    return *this;
+}
+QueuePair::~QueuePair() {
+    (void)destroy();
+}
+
+std::uint32_t QueuePair::qpn() const {
+    return qp_ != nullptr ? qp_->qpn : 0;
+}
+QpState QueuePair::state() const {
+    return qp_ != nullptr ? qp_->attr.state : QpState::reset;
+}
+QpAttr QueuePair::attributes() const {
+    return qp_ != nullptr ? qp_->attr : QpAttr{};
+}
+const QpCaps& QueuePair::caps() const {
+    static const QpCaps none{};
+    return qp_ != nullptr ? qp_->caps : none;
+}
+
+Status QueuePair::modify(const QpAttr& attr, std::uint32_t mask, std::uint64_t request_id) {
+    if (qp_ == nullptr) {
+        return Error(StatusCode::invalid_parameter, "the QP is not created");
+    }
+    driver::Device* dev = detail::live_device(*qp_->context);
+    if (dev == nullptr) {
+        return removed(*qp_->context);
+    }
+    if (qp_->pending_modify || qp_->destroying) {
+        return Error(
+            StatusCode::busy,
+            strformat("QP %u has a control request pending; poll_control first", qp_->qpn));
+    }
+    const QpState from = qp_->attr.state;
+    if ((mask & qp_attr_cur_state) != 0 && attr.cur_state != from) {
+        return Error(StatusCode::invalid_parameter,
+                     strformat("cur_state says %s but QP %u is %s",
+                               std::string(qp_state_name(attr.cur_state)).c_str(), qp_->qpn,
+                               std::string(qp_state_name(from)).c_str()));
+    }
+    const QpState to = (mask & qp_attr_state) != 0 ? attr.state : from;
+    if ((mask & qp_attr_state) == 0) {
+        // Changing attributes without a state change is the to == from transition.
+        if (std::string problem = check_transition(from, from, mask | qp_attr_state);
+            !problem.empty()) {
+            return Error(StatusCode::invalid_parameter, problem);
+        }
+    } else if (std::string problem = check_transition(from, to, mask); !problem.empty()) {
+        return Error(StatusCode::invalid_parameter, problem);
+    }
+    if ((mask & qp_attr_port) != 0 && (attr.port == 0 || attr.port > dev->config.port_count)) {
+        return Error(StatusCode::invalid_parameter, strformat("port %u does not exist (1..%u)",
+                                                              attr.port, dev->config.port_count));
+    }
+    if ((mask & qp_attr_max_rd_atomic) != 0 &&
+        attr.max_rd_atomic > dev->config.attr.max_qp_rd_atomic) {
+        return Error(StatusCode::invalid_parameter,
+                     strformat("max_rd_atomic %u exceeds the device's %u", attr.max_rd_atomic,
+                               dev->config.attr.max_qp_rd_atomic));
+    }
+    if ((mask & qp_attr_max_dest_rd_atomic) != 0 &&
+        attr.max_dest_rd_atomic > dev->config.attr.max_qp_init_rd_atomic) {
+        return Error(StatusCode::invalid_parameter,
+                     strformat("max_dest_rd_atomic %u exceeds the device's %u",
+                               attr.max_dest_rd_atomic, dev->config.attr.max_qp_init_rd_atomic));
+    }
+    if ((mask & (qp_attr_rq_psn | qp_attr_sq_psn)) != 0 &&
+        ((attr.rq_psn | attr.sq_psn) & ~0xffffffU) != 0) {
+        return Error(StatusCode::invalid_parameter, "PSNs are 24-bit");
+    }
+    if ((mask & qp_attr_dest_qpn) != 0 && (attr.dest_qpn & ~0xffffffU) != 0) {
+        return Error(StatusCode::invalid_parameter, "QPNs are 24-bit");
+    }
+    const driver::ControlToken token{qp_->context->id, request_id, ControlOp::modify_qp, qp_->qpn};
+    qp_->pending_modify.emplace(attr, mask);
+    Status status = dev->config.ops->modify_qp(*dev, qp_->driver, attr, mask, token);
+    if (status.code() == StatusCode::pending) {
+        return status;
+    }
+    if (status.ok()) {
+        detail::ContextState& context = *qp_->context;
+        detail::finish_qp_request(context, token, StatusCode::ok);
+    }
+    qp_->pending_modify.reset();
+    return status;
+}
+
+Status QueuePair::destroy(std::uint64_t request_id) {
+    if (qp_ == nullptr) {
+        return {};
+    }
+    if (qp_->destroying) {
+        return Error(StatusCode::busy, "destroy is already pending");
+    }
+    driver_ = nullptr;
+    driver::Device* dev = detail::live_device(*qp_->context);
+    if (dev == nullptr) {
+        detail::free_qp(std::exchange(qp_, nullptr));
+        return {};
+    }
+    const driver::ControlToken token{qp_->context->id, request_id, ControlOp::destroy_qp, qp_->qpn};
+    qp_->destroying = true;
+    Status status = dev->config.ops->destroy_qp(*dev, qp_->driver, token);
+    if (status.code() == StatusCode::pending) {
+        qp_ = nullptr; // the context frees it when the driver completes
+        return status;
+    }
+    // Freed whatever the driver said: the driver's object is gone either way.
+    detail::free_qp(std::exchange(qp_, nullptr));
+    return status;
+}
+
+Status QueuePair::export_connection(const MemoryRegionHandle* region, void* buffer,
+                                    std::uint32_t* length) const {
+    if (qp_ == nullptr || length == nullptr) {
+        return Error(StatusCode::invalid_parameter, "no QP or no length");
+    }
+    constexpr std::uint32_t required = sizeof(ConnectionDescriptor);
+    if (*length < required) {
+        *length = required;
+        return Error(StatusCode::buffer_too_small,
+                     strformat("the connection descriptor needs %u bytes", required));
+    }
+    if (buffer == nullptr) {
+        return Error(StatusCode::invalid_parameter, "descriptor buffer is null but its length "
+                                                    "claims room");
+    }
+    driver::Device* dev = detail::live_device(*qp_->context);
+    if (dev == nullptr) {
+        return removed(*qp_->context);
+    }
+    driver::PortInfo port;
+    if (Status status = dev->config.ops->query_port(*dev, qp_->attr.port, port); !status.ok()) {
+        return status;
+    }
+    ConnectionDescriptor descriptor;
+    descriptor.size = required;
+    descriptor.qpn = qp_->qpn;
+    descriptor.psn = dev->config.ops->qp_send_psn(*dev, qp_->driver);
+    if (!port.gids.empty()) {
+        descriptor.gid = port.gids.front();
+    }
+    std::memcpy(descriptor.mac, port.mac, sizeof(descriptor.mac));
+    if (region != nullptr && *region) {
+        descriptor.rkey = region->rkey();
+        descriptor.address = region->region().remote_start();
+        descriptor.length = region->region().remote_end() - region->region().remote_start();
+    }
+    std::memcpy(buffer, &descriptor, sizeof(descriptor));
+    *length = required;
+    return {};
+}
+
+} // namespace prdma::rdma
