@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string_view>
+#include <vector>
 
 #include <rte_eal.h>
 #include <rte_ethdev.h>
@@ -14,6 +15,7 @@
 
 #include <prdma/build_config.hpp>
 #include <prdma/eal.hpp>
+#include <prdma/rdmadev/rdmadev.hpp>
 #include <prdma/topology.hpp>
 
 namespace {
@@ -81,6 +83,60 @@ void print_ports() {
     }
 }
 
+// As ibv_devinfo does: every rdma device, its attributes and its port, read through the same
+// versioned query an application uses.
+int print_rdma_devices() {
+    namespace rdma = prdma::rdma;
+    const auto devices = rdma::device_list();
+    std::printf("rdma devices: %zu\n", devices.size());
+    int rc = 0;
+    for (rdma::DeviceId id : devices) {
+        auto context = rdma::Context::open(id);
+        if (!context) {
+            std::fprintf(stderr, "prdma-devinfo: %s\n", context.error().to_string().c_str());
+            rc = 1;
+            continue;
+        }
+        std::uint32_t size = 0;
+        (void)context->query_device(nullptr, &size);
+        std::vector<std::uint8_t> buffer(size);
+        if (auto status = context->query_device(buffer.data(), &size); !status.ok()) {
+            std::fprintf(stderr, "prdma-devinfo: %s\n", status.error().to_string().c_str());
+            rc = 1;
+            continue;
+        }
+        rdma::DeviceAttr attr;
+        std::memcpy(&attr, buffer.data(), sizeof(attr));
+        std::printf("  hca_id: %s (device %u)\n    node_guid: %016llx\n    vendor_id: 0x%06x\n"
+                    "    max_qp: %u  max_qp_wr: %u  max_sge: %u  max_cqe: %u  max_mr: %u\n"
+                    "    max_mr_size: %llu  page_size_cap: 0x%llx  max_qp_rd_atom: %u\n"
+                    "    capabilities: 0x%x  queue groups: %u\n",
+                    rdma::device_name(id).c_str(), static_cast<unsigned>(id),
+                    static_cast<unsigned long long>(attr.node_guid), attr.vendor_id, attr.max_qp,
+                    attr.max_qp_wr, attr.max_sge, attr.max_cqe, attr.max_mr,
+                    static_cast<unsigned long long>(attr.max_mr_size),
+                    static_cast<unsigned long long>(attr.page_size_support), attr.max_qp_rd_atomic,
+                    attr.capability_flags, attr.max_queue_groups);
+        const auto* port = rdma::attr_at<rdma::PortAttr>(buffer.data(), attr.port_attr_offset);
+        for (unsigned p = 0; p < attr.port_count; ++p) {
+            const auto* gid = rdma::attr_at<rdma::Gid>(port, port->gid_table_offset);
+            char gid_text[48] = {};
+            for (std::size_t i = 0; i < 16; i += 2) {
+                std::snprintf(gid_text + i / 2 * 5, 6, "%02x%02x%s", gid->raw[i], gid->raw[i + 1],
+                              i < 14 ? ":" : "");
+            }
+            std::printf("    port: %u\n      state: %s\n      active_mtu: %u\n"
+                        "      mac: %02x:%02x:%02x:%02x:%02x:%02x\n      GID[0]: %s\n",
+                        port->port_num,
+                        port->state == rdma::PortState::active ? "PORT_ACTIVE" : "PORT_DOWN",
+                        rdma::mtu_bytes(port->active_mtu), port->mac[0], port->mac[1], port->mac[2],
+                        port->mac[3], port->mac[4], port->mac[5], gid_text);
+            port = rdma::attr_at<rdma::PortAttr>(port, port->next_port_offset);
+        }
+    }
+    return rc;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -120,5 +176,8 @@ int main(int argc, char** argv) {
         rc = 1;
     }
     print_ports();
+    if (print_rdma_devices() != 0) {
+        rc = 1;
+    }
     return rc;
 }

@@ -44,6 +44,7 @@ struct Registry {
     std::mutex mutex; // control path only: probe and remove can run on EAL's threads
     std::array<Slot, max_devices> slots;
     std::uint32_t next_context_id = 1;
+    std::map<std::string, Error> probe_errors; // by device name, until create_device reads it
 
     Registry() { std::fill(std::begin(fast_path_ops), std::end(fast_path_ops), dummy_ops); }
 };
@@ -101,6 +102,13 @@ ContextState::~ContextState() {
 } // namespace detail
 
 namespace driver {
+
+void report_probe_error(const char* device_name, const Error& error) {
+    RDMADEV_LOG(ERR, "%s: %s", device_name, error.to_string().c_str());
+    Registry& reg = registry();
+    const std::lock_guard lock(reg.mutex);
+    reg.probe_errors.insert_or_assign(device_name, error);
+}
 
 Device* device(DeviceId id) {
     if (id >= max_devices) {
@@ -257,8 +265,20 @@ Result<DeviceId> create_device(std::string_view devargs) {
     if (name.empty()) {
         return Error(StatusCode::invalid_parameter, "devargs must start with a device name");
     }
+    {
+        Registry& reg = registry();
+        const std::lock_guard lock(reg.mutex);
+        reg.probe_errors.erase(name);
+    }
     const int rc = rte_vdev_init(name.c_str(), args.c_str());
     if (rc != 0) {
+        Registry& reg = registry();
+        const std::lock_guard lock(reg.mutex);
+        if (auto it = reg.probe_errors.find(name); it != reg.probe_errors.end()) {
+            Error error = it->second;
+            reg.probe_errors.erase(it);
+            return error;
+        }
         return Error(rc == -EEXIST ? StatusCode::busy : StatusCode::invalid_parameter,
                      strformat("cannot create '%s' (%s): see the driver's log line above",
                                name.c_str(), rte_strerror(-rc)));

@@ -112,12 +112,7 @@ void finish_qp_request(ContextState& context, const driver::ControlToken& token,
     QpObject* qp = it->second;
     if (token.op == ControlOp::modify_qp && qp->pending_modify) {
         if (status == StatusCode::ok) {
-            // The driver may have learnt more than it was given (a resolved MAC).
-            const auto learned_mac = qp->attr.dest_mac;
             apply_qp_attr(qp->attr, qp->pending_modify->first, qp->pending_modify->second);
-            if (!qp->attr.dest_mac && learned_mac) {
-                qp->attr.dest_mac = learned_mac;
-            }
         }
         qp->pending_modify.reset();
     } else if (token.op == ControlOp::destroy_qp && qp->destroying) {
@@ -484,7 +479,14 @@ QpState QueuePair::state() const {
     return qp_ != nullptr ? qp_->attr.state : QpState::reset;
 }
 QpAttr QueuePair::attributes() const {
-    return qp_ != nullptr ? qp_->attr : QpAttr{};
+    if (qp_ == nullptr) {
+        return {};
+    }
+    QpAttr attr = qp_->attr;
+    if (driver::Device* dev = detail::live_device(*qp_->context); dev != nullptr) {
+        dev->config.ops->query_qp(*dev, qp_->driver, attr);
+    }
+    return attr;
 }
 const QpCaps& QueuePair::caps() const {
     static const QpCaps none{};

@@ -24,9 +24,9 @@ bool Gid::is_ipv4_mapped() const {
 }
 
 Mtu mtu_for_ethernet(unsigned ethernet_mtu) {
-    // IPv6 (40) + UDP (8) + BTH (12) + RETH (16) + ICRC (4): the worst-case RoCEv2 overhead inside
-    // the Ethernet payload for a full data packet.
-    constexpr unsigned overhead = 40 + 8 + 12 + 16 + 4;
+    // IPv6 (40) + UDP (8) + BTH (12) + RETH (16) + ImmDt (4) + ICRC (4): the worst-case RoCEv2
+    // overhead inside the Ethernet payload (a full RDMA WRITE with immediate).
+    constexpr unsigned overhead = 40 + 8 + 12 + 16 + 4 + 4;
     for (Mtu mtu : {Mtu::mtu_4096, Mtu::mtu_2048, Mtu::mtu_1024, Mtu::mtu_512}) {
         if (mtu_bytes(mtu) + overhead <= ethernet_mtu) {
             return mtu;

@@ -81,6 +81,9 @@ struct DeviceOps {
     void (*control_progress)(Device& device);
     // Exported connection details of a QP: the driver's current send PSN.
     std::uint32_t (*qp_send_psn)(Device& device, void* qp);
+    // What the driver knows beyond what it was given (a MAC it resolved, its current PSNs);
+    // called on the class's copy of the attributes.
+    void (*query_qp)(Device& device, void* qp, QpAttr& attr);
     // The device is going away (vdev remove): stop the port, free every driver object.
     void (*close)(Device& device);
 };
@@ -104,6 +107,16 @@ struct Device {
     bool removed = false;
     [[nodiscard]] void* driver_private() const { return config.driver_private; }
 };
+
+// A driver on DPDK's vdev bus: --vdev=<name><n>,<args> and rte_vdev_init() reach `probe` with the
+// device's full name and its argument string; rte_dev_remove() reaches `remove`. Call from a
+// constructor (as RTE_PMD_REGISTER_VDEV does), before rte_eal_init parses --vdev.
+using VdevProbe = int (*)(rte_device* device, const char* name, const char* args);
+using VdevRemove = int (*)(rte_device* device, const char* name);
+void register_vdev_driver(const char* name, VdevProbe probe, VdevRemove remove);
+
+// Why a probe failed, for create_device() to return (EAL only sees an errno).
+void report_probe_error(const char* device_name, const Error& error);
 
 // Called by a driver's probe: the class takes a device slot and publishes the fast-path entry.
 Result<DeviceId> register_device(DeviceConfig config);

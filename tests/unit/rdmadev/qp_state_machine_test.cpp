@@ -101,8 +101,8 @@ TEST(RdmaTypes, GidFromIpv4IsIpv4Mapped) {
 TEST(RdmaTypes, PathMtuForAnEthernetMtu) {
     EXPECT_EQ(mtu_for_ethernet(1500), Mtu::mtu_1024) << "rxe's choice on a 1500-byte link";
     EXPECT_EQ(mtu_for_ethernet(9000), Mtu::mtu_4096);
-    EXPECT_EQ(mtu_for_ethernet(4096 + 80), Mtu::mtu_4096);
-    EXPECT_EQ(mtu_for_ethernet(4096 + 79), Mtu::mtu_2048);
+    EXPECT_EQ(mtu_for_ethernet(4096 + 84), Mtu::mtu_4096);
+    EXPECT_EQ(mtu_for_ethernet(4096 + 83), Mtu::mtu_2048);
     EXPECT_EQ(mtu_bytes(Mtu::mtu_256), 256U);
     EXPECT_EQ(mtu_bytes(Mtu::mtu_4096), 4096U);
 }

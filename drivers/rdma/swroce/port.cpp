@@ -1,0 +1,394 @@
+#include "port.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <rte_errno.h>
+#include <rte_ether.h>
+#include <rte_lcore.h>
+
+#include <prdma/build_config.hpp>
+#include <prdma/format.hpp>
+
+#include "swroce_log.hpp"
+
+namespace prdma::swroce {
+
+namespace {
+
+constexpr char owner_name[] = "prdma_swroce";
+
+// Every ethdev, with the owner of those taken, for messages that tell a person what to pass.
+std::string describe_ethdevs() {
+    std::string text;
+    for (std::uint16_t id = rte_eth_find_next(0); id < RTE_MAX_ETHPORTS;
+         id = rte_eth_find_next(id + 1)) {
+        char name[RTE_ETH_NAME_MAX_LEN] = {};
+        if (rte_eth_dev_get_name_by_port(id, name) != 0) {
+            continue;
+        }
+        if (!text.empty()) {
+            text += ", ";
+        }
+        text += name;
+        rte_eth_dev_owner owner{};
+        if (rte_eth_dev_owner_get(id, &owner) == 0 && owner.id != RTE_ETH_DEV_NO_OWNER) {
+            text += strformat(" (owned by %s)", owner.name);
+        }
+    }
+    if (text.empty()) {
+        return "none exist; create one on the EAL command line (--vdev=net_memif0, "
+               "--vdev=net_af_packet0,iface=eth0) or allow a PCI NIC (-a 0000:01:00.0)";
+    }
+    return text;
+}
+
+Error dpdk_error(const char* call, const std::string& port, int ret) {
+    return {StatusCode::internal, strformat("%s on ethdev %s failed: %s", call, port.c_str(),
+                                            rte_strerror(ret < 0 ? -ret : ret))};
+}
+
+// Drains what is waiting so our mbufs go back to their pools (a ring port hands mbuf pointers
+// across, not copies). Bounded: a peer that keeps sending must not hold up a stop.
+void drain_rx(std::uint16_t port_id, unsigned queues) {
+    constexpr unsigned max_bursts = 1024;
+    std::array<rte_mbuf*, 32> burst{};
+    for (unsigned queue = 0; queue < queues; ++queue) {
+        for (unsigned i = 0; i < max_bursts; ++i) {
+            const std::uint16_t got = rte_eth_rx_burst(port_id, static_cast<std::uint16_t>(queue),
+                                                       burst.data(), burst.size());
+            if (got == 0) {
+                break;
+            }
+            rte_pktmbuf_free_bulk(burst.data(), got);
+        }
+    }
+}
+
+} // namespace
+
+unsigned SwrocePort::mempool_size_for(std::uint16_t rx_descriptors, std::uint16_t tx_descriptors) {
+    const unsigned cache_worst = mempool_lcores * (mempool_cache_size * 3 / 2);
+    const unsigned needed =
+        unsigned{rx_descriptors} + tx_descriptors + cache_worst + mbufs_held_by_driver;
+    return std::bit_ceil(needed + 1) - 1;
+}
+
+Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue_groups,
+                                    std::optional<unsigned> ib_mtu, int socket) {
+    const std::string name(ethdev_name);
+    if (queue_groups < 1 || queue_groups > PRDMA_MAX_QUEUE_GROUPS) {
+        return Error{StatusCode::invalid_parameter,
+                     strformat("swroce port %s: %u queue groups asked; 1..%u are possible "
+                               "(PRDMA_MAX_QUEUE_GROUPS)",
+                               name.c_str(), queue_groups,
+                               static_cast<unsigned>(PRDMA_MAX_QUEUE_GROUPS))};
+    }
+    if (ib_mtu && (*ib_mtu < 256 || *ib_mtu > 4096 || !std::has_single_bit(*ib_mtu))) {
+        return Error{StatusCode::invalid_parameter,
+                     strformat("swroce port %s: IB MTU %u is not one of 256, 512, 1024, 2048, "
+                               "4096",
+                               name.c_str(), *ib_mtu)};
+    }
+    std::uint16_t port_id = RTE_MAX_ETHPORTS;
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0) {
+        return Error{StatusCode::invalid_parameter,
+                     strformat("swroce: no ethdev named '%s'; ethdevs: %s", name.c_str(),
+                               describe_ethdevs().c_str())};
+    }
+
+    rte_eth_dev_owner current{};
+    if (int ret = rte_eth_dev_owner_get(port_id, &current); ret != 0) {
+        return dpdk_error("rte_eth_dev_owner_get", name, ret);
+    }
+    if (current.id != RTE_ETH_DEV_NO_OWNER) {
+        return Error{StatusCode::busy,
+                     strformat("swroce: ethdev %s is already owned by %s; each swroce device "
+                               "needs a port of its own",
+                               name.c_str(), current.name)};
+    }
+
+    // From here on `port` owns what it took, so every early return below gives it back.
+    SwrocePort port;
+    port.port_id_ = port_id;
+    port.name_ = name;
+    rte_eth_dev_owner owner{};
+    if (int ret = rte_eth_dev_owner_new(&owner.id); ret != 0) {
+        return dpdk_error("rte_eth_dev_owner_new", name, ret);
+    }
+    std::strncpy(owner.name, owner_name, sizeof(owner.name) - 1);
+    if (int ret = rte_eth_dev_owner_set(port_id, &owner); ret != 0) {
+        // Lost a race with another claimer between the check above and here.
+        return Error{StatusCode::busy,
+                     strformat("swroce: cannot take ethdev %s (%s); another user claimed it",
+                               name.c_str(), rte_strerror(-ret))};
+    }
+    port.owner_id_ = owner.id;
+
+    rte_eth_dev_info info{};
+    if (int ret = rte_eth_dev_info_get(port_id, &info); ret != 0) {
+        return dpdk_error("rte_eth_dev_info_get", name, ret);
+    }
+    if (queue_groups > info.max_rx_queues || queue_groups > info.max_tx_queues) {
+        return Error{StatusCode::not_supported,
+                     strformat("swroce: ethdev %s (driver %s) has at most %u rx and %u tx "
+                               "queues; %u queue groups need %u of each. Use queues=%u or a "
+                               "port with more queues",
+                               name.c_str(), info.driver_name, info.max_rx_queues,
+                               info.max_tx_queues, queue_groups, queue_groups,
+                               std::min<unsigned>(info.max_rx_queues, info.max_tx_queues))};
+    }
+
+    // Keep the MTU the port already has (af_packet would push a lower one onto the kernel
+    // interface); raise it only as far as the IB MTU asked needs.
+    std::uint16_t current_mtu = 0;
+    if (rte_eth_dev_get_mtu(port_id, &current_mtu) != 0 || current_mtu == 0) {
+        current_mtu = RTE_ETHER_MTU;
+    }
+    unsigned wanted_mtu = current_mtu;
+    if (ib_mtu) {
+        const unsigned needed = ethernet_mtu_for(*ib_mtu);
+        if (needed > info.max_mtu) {
+            return Error{StatusCode::not_supported,
+                         strformat("swroce: ethdev %s carries an Ethernet MTU of at most %u; IB "
+                                   "MTU %u needs %u (%u + %u bytes of IPv6/UDP/BTH/RETH/ImmDt/"
+                                   "ICRC headers). Use a smaller mtu= devarg",
+                                   name.c_str(), unsigned{info.max_mtu}, *ib_mtu, needed, *ib_mtu,
+                                   roce_l3_overhead)};
+        }
+        wanted_mtu = std::max(wanted_mtu, needed);
+    }
+    wanted_mtu = std::clamp<unsigned>(wanted_mtu, info.min_mtu, info.max_mtu);
+
+    rte_eth_conf conf{};
+    conf.rxmode.mtu = wanted_mtu;
+    // Frames above one mbuf are never RoCE; scatter lets a jumbo port still take them (to drop)
+    // instead of refusing its queue setup.
+    if (wanted_mtu + RTE_ETHER_HDR_LEN + 4 > max_roce_frame_size &&
+        (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER) != 0) {
+        conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_SCATTER;
+    }
+    // Spread arriving traffic over the groups where the port can hash; the driver hands frames
+    // that land in the wrong group over to the right one.
+    const std::uint64_t rss_types =
+        (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP) & info.flow_type_rss_offloads;
+    if (queue_groups > 1 && rss_types != 0) {
+        conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+        conf.rx_adv_conf.rss_conf.rss_hf = rss_types;
+    }
+    // Header mbuf + payload segments lets the driver send from registered memory without a copy.
+    if ((info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0) {
+        conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+        port.tx_multi_segment_ = true;
+    }
+    const auto groups16 = static_cast<std::uint16_t>(queue_groups);
+    if (int ret = rte_eth_dev_configure(port_id, groups16, groups16, &conf); ret != 0) {
+        if (ret == -EBUSY) {
+            return Error{StatusCode::busy,
+                         strformat("swroce: ethdev %s is started by another user of this "
+                                   "process; stop it (rte_eth_dev_stop) or give swroce a port "
+                                   "of its own",
+                                   name.c_str())};
+        }
+        return dpdk_error("rte_eth_dev_configure", name, ret);
+    }
+
+    std::uint16_t rx_descriptors = wanted_rx_descriptors;
+    std::uint16_t tx_descriptors = wanted_tx_descriptors;
+    if (int ret = rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &rx_descriptors, &tx_descriptors);
+        ret != 0) {
+        return dpdk_error("rte_eth_dev_adjust_nb_rx_tx_desc", name, ret);
+    }
+    port.rx_descriptors_ = rx_descriptors;
+    port.tx_descriptors_ = tx_descriptors;
+
+    if (socket == SOCKET_ID_ANY) {
+        socket = rte_eth_dev_socket_id(port_id);
+    }
+    port.socket_ = socket;
+
+    const unsigned pool_size = mempool_size_for(rx_descriptors, tx_descriptors);
+    port.pools_.reserve(queue_groups);
+    for (unsigned group = 0; group < queue_groups; ++group) {
+        // RTE_MEMPOOL_NAMESIZE is 29 characters: the port id, not its name, keeps it unique.
+        const std::string pool_name = strformat("swroce_p%u_g%u", unsigned{port_id}, group);
+        rte_mempool* pool = rte_pktmbuf_pool_create(pool_name.c_str(), pool_size,
+                                                    mempool_cache_size, 0, mbuf_data_room, socket);
+        if (pool == nullptr) {
+            const int err = rte_errno;
+            return Error{err == ENOMEM ? StatusCode::no_resources : StatusCode::internal,
+                         strformat("swroce: mbuf pool %s for ethdev %s (%u mbufs of %u bytes "
+                                   "on socket %d) could not be created: %s",
+                                   pool_name.c_str(), name.c_str(), pool_size,
+                                   unsigned{mbuf_data_room}, socket, rte_strerror(err))};
+        }
+        port.pools_.push_back(pool);
+        const auto queue = static_cast<std::uint16_t>(group);
+        if (int ret = rte_eth_rx_queue_setup(port_id, queue, rx_descriptors, socket, nullptr, pool);
+            ret != 0) {
+            return dpdk_error("rte_eth_rx_queue_setup", name, ret);
+        }
+        if (int ret = rte_eth_tx_queue_setup(port_id, queue, tx_descriptors, socket, nullptr);
+            ret != 0) {
+            return dpdk_error("rte_eth_tx_queue_setup", name, ret);
+        }
+    }
+
+    if (int ret = rte_eth_dev_start(port_id); ret != 0) {
+        return dpdk_error("rte_eth_dev_start", name, ret);
+    }
+    port.started_ = true;
+
+    // Broadcast ARP arrives without these; they matter where peers reach us at another MAC or
+    // through multicast (IPv6 neighbour discovery). A VF may refuse them and still carry RoCE,
+    // so a refusal is a warning, not a failed open.
+    if (int ret = rte_eth_promiscuous_enable(port_id); ret != 0 && ret != -ENOTSUP) {
+        SWROCE_LOG(WARNING, "ethdev %s refused promiscuous mode: %s", name.c_str(),
+                   rte_strerror(-ret));
+    }
+    if (int ret = rte_eth_allmulticast_enable(port_id); ret != 0 && ret != -ENOTSUP) {
+        SWROCE_LOG(WARNING, "ethdev %s refused all-multicast mode: %s", name.c_str(),
+                   rte_strerror(-ret));
+    }
+
+    rte_ether_addr address{};
+    if (int ret = rte_eth_macaddr_get(port_id, &address); ret != 0) {
+        return dpdk_error("rte_eth_macaddr_get", name, ret);
+    }
+    if (rte_is_zero_ether_addr(&address) || !rte_is_unicast_ether_addr(&address)) {
+        // Ring ports (and a few other software PMDs) report 00:00:00:00:00:00. ARP cannot
+        // answer for that, so the device takes a random locally administered address; where the
+        // PMD cannot be told, it filters on no address either, so frames to ours still arrive.
+        rte_eth_random_addr(address.addr_bytes);
+        const int ret = rte_eth_dev_default_mac_addr_set(port_id, &address);
+        if (ret != 0 && ret != -ENOTSUP) {
+            return dpdk_error("rte_eth_dev_default_mac_addr_set", name, ret);
+        }
+        port.mac_generated_ = true;
+        char text[RTE_ETHER_ADDR_FMT_SIZE] = {};
+        rte_ether_format_addr(text, sizeof(text), &address);
+        SWROCE_LOG(INFO, "ethdev %s has no MAC address; swroce uses %s%s", name.c_str(), text,
+                   ret == 0 ? "" : " (the PMD cannot store it)");
+    }
+    std::copy(std::begin(address.addr_bytes), std::end(address.addr_bytes), port.mac_.begin());
+
+    std::uint16_t mtu = 0;
+    if (int ret = rte_eth_dev_get_mtu(port_id, &mtu); ret != 0) {
+        return dpdk_error("rte_eth_dev_get_mtu", name, ret);
+    }
+    port.ethernet_mtu_ = mtu;
+    if (ib_mtu && mtu < ethernet_mtu_for(*ib_mtu)) {
+        return Error{StatusCode::not_supported,
+                     strformat("swroce: ethdev %s runs with Ethernet MTU %u after configuration; "
+                               "IB MTU %u needs %u",
+                               name.c_str(), unsigned{mtu}, *ib_mtu, ethernet_mtu_for(*ib_mtu))};
+    }
+    SWROCE_LOG(DEBUG,
+               "ethdev %s (port %u): %u queue groups, %u rx / %u tx descriptors, %u mbufs "
+               "per group on socket %d, MTU %u, link %s",
+               name.c_str(), unsigned{port_id}, queue_groups, unsigned{rx_descriptors},
+               unsigned{tx_descriptors}, pool_size, socket, unsigned{mtu},
+               port.link_up() ? "up" : "down");
+    return port;
+}
+
+SwrocePort::SwrocePort(SwrocePort&& other) noexcept
+    : port_id_(std::exchange(other.port_id_, RTE_MAX_ETHPORTS)), name_(std::move(other.name_)),
+      owner_id_(std::exchange(other.owner_id_, RTE_ETH_DEV_NO_OWNER)),
+      started_(std::exchange(other.started_, false)), mac_(other.mac_),
+      mac_generated_(other.mac_generated_), ethernet_mtu_(other.ethernet_mtu_),
+      socket_(other.socket_), rx_descriptors_(other.rx_descriptors_),
+      tx_descriptors_(other.tx_descriptors_), tx_multi_segment_(other.tx_multi_segment_),
+      pools_(std::exchange(other.pools_, {})) {}
+
+SwrocePort& SwrocePort::operator=(SwrocePort&& other) noexcept {
+    if (this != &other) {
+        release();
+        port_id_ = std::exchange(other.port_id_, RTE_MAX_ETHPORTS);
+        name_ = std::move(other.name_);
+        owner_id_ = std::exchange(other.owner_id_, RTE_ETH_DEV_NO_OWNER);
+        started_ = std::exchange(other.started_, false);
+        mac_ = other.mac_;
+        mac_generated_ = other.mac_generated_;
+        ethernet_mtu_ = other.ethernet_mtu_;
+        socket_ = other.socket_;
+        rx_descriptors_ = other.rx_descriptors_;
+        tx_descriptors_ = other.tx_descriptors_;
+        tx_multi_segment_ = other.tx_multi_segment_;
+        pools_ = std::exchange(other.pools_, {});
+    }
+    return *this;
+}
+
+SwrocePort::~SwrocePort() {
+    release();
+}
+
+void SwrocePort::release() noexcept {
+    if (started_) {
+        drain_rx(port_id_, static_cast<unsigned>(pools_.size()));
+        if (int ret = rte_eth_dev_stop(port_id_); ret != 0) {
+            SWROCE_LOG(WARNING, "rte_eth_dev_stop on ethdev %s failed: %s", name_.c_str(),
+                       rte_strerror(-ret));
+        }
+        started_ = false;
+    }
+    if (owner_id_ != RTE_ETH_DEV_NO_OWNER) {
+        // The port may be gone already (hot-unplugged); there is nothing to give back then.
+        rte_eth_dev_owner_unset(port_id_, owner_id_);
+        owner_id_ = RTE_ETH_DEV_NO_OWNER;
+    }
+    for (rte_mempool* pool : pools_) {
+        // mbufs still out will be freed into a pool that no longer exists; say who to look at.
+        if (const unsigned in_use = rte_mempool_in_use_count(pool); in_use != 0) {
+            SWROCE_LOG(WARNING,
+                       "mbuf pool %s of ethdev %s is freed with %u mbufs still in use "
+                       "(held by the application or, on a ring port, not yet received by the peer)",
+                       pool->name, name_.c_str(), in_use);
+        }
+        rte_mempool_free(pool);
+    }
+    pools_.clear();
+    port_id_ = RTE_MAX_ETHPORTS;
+}
+
+bool SwrocePort::link_up() const noexcept {
+    // An empty handle must not ask ethdev, which logs an error for an invalid port id.
+    rte_eth_link link{};
+    return port_id_ != RTE_MAX_ETHPORTS && rte_eth_link_get_nowait(port_id_, &link) == 0 &&
+           link.link_status == RTE_ETH_LINK_UP;
+}
+
+std::uint32_t SwrocePort::link_speed_mbps() const noexcept {
+    rte_eth_link link{};
+    if (port_id_ == RTE_MAX_ETHPORTS || rte_eth_link_get_nowait(port_id_, &link) != 0 ||
+        link.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN) {
+        return 0;
+    }
+    return link.link_speed;
+}
+
+rte_mbuf* SwrocePort::copy_to_mbuf(unsigned group,
+                                   std::span<const std::uint8_t> frame) const noexcept {
+    rte_mempool* pool = mempool(group);
+    if (pool == nullptr || frame.size() > max_roce_frame_size) {
+        return nullptr;
+    }
+    rte_mbuf* mbuf = rte_pktmbuf_alloc(pool);
+    if (mbuf == nullptr) {
+        return nullptr;
+    }
+    auto* data = rte_pktmbuf_append(mbuf, static_cast<std::uint16_t>(frame.size()));
+    if (data == nullptr) {
+        rte_pktmbuf_free(mbuf);
+        return nullptr;
+    }
+    std::memcpy(data, frame.data(), frame.size());
+    return mbuf;
+}
+
+} // namespace prdma::swroce

@@ -1,0 +1,329 @@
+// swroce's control path: queues, QP state changes (with ARP resolution of the peer's MAC, which
+// makes INIT->RTR pending), destroy with flush (pending while work is in flight), port queries.
+#include <algorithm>
+#include <cstring>
+
+#include <rte_cycles.h>
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+
+#include <prdma/format.hpp>
+
+#include "swroce_device.hpp"
+#include "swroce_log.hpp"
+
+namespace prdma::swroce {
+
+using rdma::driver::ControlToken;
+using rdma::driver::Device;
+
+namespace {
+
+SwroceDevice& swroce(Device& device) {
+    return *static_cast<SwroceDevice*>(device.driver_private());
+}
+
+void send_control_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame) {
+    rte_mbuf* mbuf = dev.port.copy_to_mbuf(0, frame);
+    if (mbuf == nullptr || dev.port.send_frames(0, &mbuf, 1) != 1) {
+        if (mbuf != nullptr) {
+            rte_pktmbuf_free(mbuf);
+        }
+        ++dev.counters.tx_dropped;
+    }
+}
+
+Status query_port(Device& device, std::uint8_t port, rdma::driver::PortInfo& out) {
+    SwroceDevice& dev = swroce(device);
+    if (port != 1) {
+        return Error(StatusCode::invalid_parameter, strformat("swroce has one port, not %u", port));
+    }
+    out.state = dev.port.link_up() ? rdma::PortState::active : rdma::PortState::down;
+    out.max_mtu = dev.path_mtu;
+    out.active_mtu = dev.path_mtu;
+    out.link_speed_mbps = dev.port.link_speed_mbps();
+    std::copy(dev.port.mac().begin(), dev.port.mac().end(), out.mac);
+    out.gids = {dev.gid};
+    out.max_msg_size = 1ULL << 31;
+    return {};
+}
+
+Result<void*> create_cq(Device& device, const rdma::driver::CqInit& init) {
+    SwroceDevice& dev = swroce(device);
+    auto cq = std::make_unique<SwroceCq>();
+    cq->device = &dev;
+    cq->queue_group = init.queue_group;
+    cq->ring = WorkRing<rdma::WorkCompletion>(init.cqe);
+    void* raw = cq.get();
+    dev.cqs.push_back(std::move(cq));
+    return raw;
+}
+
+Status destroy_cq(Device& device, void* cq) {
+    SwroceDevice& dev = swroce(device);
+    const auto it = std::find_if(dev.cqs.begin(), dev.cqs.end(),
+                                 [cq](const auto& owned) { return owned.get() == cq; });
+    if (it == dev.cqs.end()) {
+        return Error(StatusCode::invalid_parameter, "not a CQ of this device");
+    }
+    dev.cqs.erase(it);
+    return {};
+}
+
+Result<rdma::driver::QpCreated> create_qp(Device& device, const rdma::driver::QpInit& init) {
+    SwroceDevice& dev = swroce(device);
+    auto slot = std::find(dev.qps.begin(), dev.qps.end(), nullptr);
+    if (slot == dev.qps.end()) {
+        if (dev.qps.size() >= dev.max_qp) {
+            return Error(StatusCode::no_resources,
+                         strformat("all %u QPs of %s are in use", dev.max_qp, dev.name.c_str()));
+        }
+        dev.qps.emplace_back();
+        slot = dev.qps.end() - 1;
+    }
+    auto qp = std::make_unique<SwroceQp>();
+    qp->device = &dev;
+    qp->qpn = first_qpn + static_cast<std::uint32_t>(slot - dev.qps.begin());
+    qp->pd = init.pd;
+    qp->send_cq = static_cast<SwroceCq*>(init.send_cq);
+    qp->recv_cq = static_cast<SwroceCq*>(init.recv_cq);
+    qp->queue_group = init.queue_group;
+    qp->caps = init.caps;
+    qp->signal_all = init.signal_all;
+    qp->receive_queue = WorkRing<rdma::RecvWr>(init.caps.max_recv_wr);
+    qp->send_queue = WorkRing<rdma::SendWr>(init.caps.max_send_wr);
+    rdma::driver::QpCreated created{qp.get(), qp->qpn};
+    *slot = std::move(qp);
+    return created;
+}
+
+void free_qp(SwroceDevice& dev, SwroceQp* qp) {
+    dev.qps[qp->qpn - first_qpn].reset();
+}
+
+// Applies a checked modify (the class verified the transition and the mask).
+void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) {
+    if ((mask & rdma::qp_attr_sq_psn) != 0) {
+        qp.send_psn = attr.sq_psn;
+    }
+    if ((mask & rdma::qp_attr_dest) != 0 && attr.dest_mac) {
+        qp.dest_mac = *attr.dest_mac;
+    }
+    if ((mask & rdma::qp_attr_state) == 0) {
+        return;
+    }
+    qp.state = attr.state;
+    if (attr.state == rdma::QpState::err) {
+        flush_queues(qp);
+    } else if (attr.state == rdma::QpState::reset) {
+        // RESET forgets queued work without completing it (IBTA 10.3.1).
+        qp.receive_queue.clear();
+        qp.send_queue.clear();
+        qp.dest_mac.reset();
+    }
+}
+
+Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, std::uint32_t mask,
+                 const ControlToken& token) {
+    SwroceDevice& dev = swroce(device);
+    auto& qp = *static_cast<SwroceQp*>(queue);
+    const bool to_rtr = (mask & rdma::qp_attr_state) != 0 && attr.state == rdma::QpState::rtr;
+    if (to_rtr && !attr.dest_mac) {
+        if (!attr.dest_gid.is_ipv4_mapped() || !dev.arp) {
+            return Error(StatusCode::not_supported,
+                         "swroce resolves IPv4 peers with ARP; give dest_mac for an IPv6 peer");
+        }
+        const std::uint32_t ip = (std::uint32_t{attr.dest_gid.raw[12]} << 24) |
+                                 (std::uint32_t{attr.dest_gid.raw[13]} << 16) |
+                                 (std::uint32_t{attr.dest_gid.raw[14]} << 8) |
+                                 attr.dest_gid.raw[15];
+        const std::uint64_t now = rte_get_tsc_cycles();
+        if (auto mac = dev.arp->lookup(ip, now)) {
+            rdma::QpAttr resolved = attr;
+            resolved.dest_mac = *mac;
+            apply_modify(qp, resolved, mask);
+            return {};
+        }
+        ArpFrame frame;
+        switch (dev.arp->request(ip, now, frame)) {
+        case ArpRequestResult::send:
+            send_control_frame(dev, frame.view());
+            ++dev.counters.arp_requests_sent;
+            break;
+        case ArpRequestResult::pending:
+        case ArpRequestResult::already_known:
+            break;
+        case ArpRequestResult::no_resources:
+            return Error(StatusCode::no_resources, "too many ARP resolutions in flight");
+        case ArpRequestResult::invalid_target:
+            return Error(StatusCode::invalid_parameter,
+                         "the destination GID is not a unicast IPv4 peer address");
+        }
+        dev.pending_rtr.push_back(PendingRtr{&qp, token, ip, attr, mask});
+        return Error(StatusCode::pending, "resolving the peer's MAC address with ARP");
+    }
+    apply_modify(qp, attr, mask);
+    return {};
+}
+
+Status destroy_qp(Device& device, void* queue, const ControlToken& token) {
+    SwroceDevice& dev = swroce(device);
+    auto* qp = static_cast<SwroceQp*>(queue);
+    // A pending RTR of this QP will never finish now.
+    std::erase_if(dev.pending_rtr, [qp](const PendingRtr& p) { return p.qp == qp; });
+    if (qp->receive_queue.empty() && qp->send_queue.empty()) {
+        free_qp(dev, qp);
+        return {};
+    }
+    // Work in flight: the QP goes to error and its WRs are flushed to the CQs before it is gone.
+    qp->state = rdma::QpState::err;
+    qp->destroying = true;
+    dev.pending_destroy.push_back(PendingDestroy{qp, token});
+    return Error(StatusCode::pending, "flushing the work still queued on the QP");
+}
+
+void finish_rtr(Device& device, std::uint32_t ip, std::optional<MacAddress> mac) {
+    SwroceDevice& dev = swroce(device);
+    std::vector<PendingRtr> done;
+    std::erase_if(dev.pending_rtr, [&](const PendingRtr& p) {
+        if (p.ip != ip) {
+            return false;
+        }
+        done.push_back(p);
+        return true;
+    });
+    for (PendingRtr& pending : done) {
+        if (mac) {
+            pending.attr.dest_mac = *mac;
+            apply_modify(*pending.qp, pending.attr, pending.mask);
+            rdma::driver::complete_control(device, pending.token, StatusCode::ok);
+        } else {
+            char text[16] = {};
+            std::snprintf(text, sizeof(text), "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 0xff,
+                          (ip >> 8) & 0xff, ip & 0xff);
+            rdma::driver::complete_control(
+                device, pending.token, StatusCode::not_connected,
+                strformat("no ARP reply from %s after %u requests: is the peer up on this link?",
+                          text, dev.arp->config().max_tries));
+        }
+    }
+}
+
+void handle_control_frames(Device& device) {
+    SwroceDevice& dev = swroce(device);
+    if (!dev.arp) {
+        return;
+    }
+    std::array<rte_mbuf*, 32> mbufs{};
+    const std::uint16_t received =
+        dev.port.receive_frames(0, mbufs.data(), static_cast<std::uint16_t>(mbufs.size()));
+    const std::uint64_t now = rte_get_tsc_cycles();
+    for (std::uint16_t i = 0; i < received; ++i) {
+        rte_mbuf* mbuf = mbufs[i];
+        const std::span<const std::uint8_t> frame(rte_pktmbuf_mtod(mbuf, const std::uint8_t*),
+                                                  rte_pktmbuf_data_len(mbuf));
+        ArpFrame reply;
+        const ArpRxResult result = dev.arp->on_frame(frame, now, reply);
+        rte_pktmbuf_free(mbuf);
+        if (result.error == ArpError::not_arp) {
+            ++dev.counters.rx_not_handled;
+            continue;
+        }
+        if (result.error != ArpError::ok) {
+            ++dev.counters.arp_errors[static_cast<std::size_t>(result.error) %
+                                      dev.counters.arp_errors.size()];
+            continue;
+        }
+        if (result.reply_ready) {
+            send_control_frame(dev, reply.view());
+            ++dev.counters.arp_replies_sent;
+        }
+        if (result.resolved) {
+            ++dev.counters.arp_resolved;
+            finish_rtr(device, result.resolved_ip, result.resolved_mac);
+        }
+    }
+    std::array<ArpFrame, 8> retries;
+    std::array<std::uint32_t, 8> failed{};
+    const ArpPollResult polled = dev.arp->poll(now, retries, failed);
+    for (std::size_t i = 0; i < polled.frames; ++i) {
+        send_control_frame(dev, retries[i].view());
+        ++dev.counters.arp_requests_sent;
+    }
+    for (std::size_t i = 0; i < polled.failed; ++i) {
+        ++dev.counters.arp_failed;
+        finish_rtr(device, failed[i], std::nullopt);
+    }
+}
+
+void control_progress(Device& device) {
+    SwroceDevice& dev = swroce(device);
+    handle_control_frames(device);
+    // Destroys wait until their queued work is flushed to the CQs; the flush happens here, on the
+    // caller's poll, so the completions are visible before the destroy completes.
+    std::vector<PendingDestroy> destroys;
+    destroys.swap(dev.pending_destroy);
+    for (PendingDestroy& pending : destroys) {
+        flush_queues(*pending.qp);
+        free_qp(dev, pending.qp);
+        rdma::driver::complete_control(device, pending.token, StatusCode::ok);
+    }
+}
+
+std::uint32_t qp_send_psn(Device&, void* queue) {
+    return static_cast<SwroceQp*>(queue)->send_psn;
+}
+
+void query_qp(Device&, void* queue, rdma::QpAttr& attr) {
+    const auto& qp = *static_cast<const SwroceQp*>(queue);
+    if (qp.dest_mac) {
+        attr.dest_mac = *qp.dest_mac;
+    }
+    attr.sq_psn = qp.send_psn;
+}
+
+void close_device(Device& device) {
+    SwroceDevice* dev = &swroce(device);
+    SWROCE_LOG(INFO, "%s: closing (port %s)", dev->name.c_str(), dev->port.name().c_str());
+    std::unique_ptr<SwroceDevice> owned(dev);
+    device.config.driver_private = nullptr;
+}
+
+} // namespace
+
+bool SwroceCq::push(const rdma::WorkCompletion& wc) noexcept {
+    if (PRDMA_UNLIKELY(ring.full())) {
+        ++overflows;
+        return false;
+    }
+    ring.push_slot() = wc;
+    return true;
+}
+
+void flush_queues(SwroceQp& qp) noexcept {
+    while (!qp.receive_queue.empty()) {
+        rdma::WorkCompletion wc;
+        wc.wr_id = qp.receive_queue.front().wr_id;
+        wc.status = rdma::WcStatus::wr_flush_error;
+        wc.opcode = rdma::WcOpcode::recv;
+        wc.qpn = qp.qpn;
+        qp.recv_cq->push(wc);
+        qp.receive_queue.pop();
+    }
+    while (!qp.send_queue.empty()) {
+        rdma::WorkCompletion wc;
+        wc.wr_id = qp.send_queue.front().wr_id;
+        wc.status = rdma::WcStatus::wr_flush_error;
+        wc.opcode = rdma::WcOpcode::send;
+        wc.qpn = qp.qpn;
+        qp.send_cq->push(wc);
+        qp.send_queue.pop();
+    }
+}
+
+const rdma::driver::DeviceOps swroce_ops = {
+    query_port, create_cq,        destroy_cq,  create_qp, modify_qp,
+    destroy_qp, control_progress, qp_send_psn, query_qp,  close_device,
+};
+
+} // namespace prdma::swroce

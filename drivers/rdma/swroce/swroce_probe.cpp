@@ -1,0 +1,135 @@
+// swroce on DPDK's vdev bus: --vdev=rdma_swroce0,port=<ethdev>,ip=<addr>[,mtu=,queues=,...] or
+// rdma::create_device() with the same string creates a device; rte_dev_remove() removes it.
+#include <map>
+
+#include <rte_cycles.h>
+#include <rte_lcore.h>
+
+#include <prdma/format.hpp>
+#include <prdma/mem/dma_memory.hpp>
+
+#include "swroce_device.hpp"
+#include "swroce_log.hpp"
+
+PRDMA_LOG_REGISTER(prdma_logtype_swroce, prdma.swroce);
+
+namespace prdma::swroce {
+
+namespace {
+
+rdma::DeviceAttr device_attributes(const SwroceDevice& dev) {
+    rdma::DeviceAttr attr;
+    // Linux rxe reports vendor 0xFFFFFF; a software HCA has no PCI identity of its own.
+    attr.vendor_id = 0xffffff;
+    attr.device_id = 0;
+    attr.fw_version = 1;
+    const MacAddress& mac = dev.port.mac();
+    // EUI-64 from the MAC, as RoCE NICs derive their node GUID.
+    attr.node_guid = (std::uint64_t{static_cast<std::uint8_t>(mac[0] ^ 0x02U)} << 56) |
+                     (std::uint64_t{mac[1]} << 48) | (std::uint64_t{mac[2]} << 40) |
+                     (std::uint64_t{0xfffe} << 24) | (std::uint64_t{mac[3]} << 16) |
+                     (std::uint64_t{mac[4]} << 8) | mac[5];
+    attr.system_image_guid = attr.node_guid;
+    attr.max_qp_rd_atomic = 16;
+    attr.max_qp_init_rd_atomic = 16;
+    attr.capability_flags = rdma::cap_rc | rdma::cap_fast_reg | rdma::cap_reserved_lkey |
+                            rdma::cap_atomic | rdma::cap_send_with_inv | rdma::cap_inline |
+                            rdma::cap_pending_control | rdma::cap_software;
+    attr.max_qp = dev.max_qp;
+    attr.max_qp_wr = 16384;
+    attr.max_sge = 16;
+    attr.max_cq = 4096;
+    attr.max_cqe = 1U << 20;
+    attr.max_pd = 1U << 16;
+    attr.max_inline_data = 256;
+    attr.max_queue_groups = dev.port.queue_groups();
+    return attr;
+}
+
+// vdev name -> device id, so remove finds what probe made.
+std::map<std::string, rdma::DeviceId>& probed() {
+    static std::map<std::string, rdma::DeviceId> devices;
+    return devices;
+}
+
+int probe(rte_device* dpdk_device, const char* name, const char* args) {
+    auto parsed = parse_devargs(args);
+    if (!parsed) {
+        rdma::driver::report_probe_error(name, parsed.error());
+        return -EINVAL;
+    }
+    auto dev = std::make_unique<SwroceDevice>();
+    dev->name = name;
+    dev->args = parsed.value();
+    dev->max_qp = 1024;
+    dev->tsc_hz = rte_get_tsc_hz();
+    // rte_socket_id() is SOCKET_ID_ANY (as unsigned) off an lcore, which the cast restores.
+    auto port = SwrocePort::open(dev->args.port, dev->args.queues, dev->args.mtu,
+                                 static_cast<int>(rte_socket_id()));
+    if (!port) {
+        rdma::driver::report_probe_error(name, port.error());
+        return port.code() == StatusCode::busy ? -EBUSY : -EINVAL;
+    }
+    dev->port = std::move(port.value());
+    dev->path_mtu = dev->args.mtu ? static_cast<rdma::Mtu>(std::countr_zero(*dev->args.mtu) - 7)
+                                  : rdma::mtu_for_ethernet(dev->port.ethernet_mtu());
+    dev->gid = gid_from_ip(dev->args.ip);
+    // IPv4 peers are resolved with ARP; an IPv6 device has no resolver (no neighbour discovery
+    // yet), so its QPs need dest_mac at RTR.
+    if (dev->args.ip.is_v4) {
+        ArpResolverConfig arp;
+        arp.mac = dev->port.mac();
+        arp.ip = dev->args.ip.ipv4_host_order();
+        arp.tsc_hz = dev->tsc_hz;
+        auto resolver = ArpResolver::create(arp);
+        if (!resolver) {
+            rdma::driver::report_probe_error(name, resolver.error());
+            return -EINVAL;
+        }
+        dev->arp = std::make_unique<ArpResolver>(std::move(resolver.value()));
+    }
+
+    rdma::driver::DeviceConfig config;
+    config.name = name;
+    config.dpdk_device = dpdk_device;
+    config.ops = &swroce_ops;
+    config.fast_path = {swroce_post_send, swroce_post_recv, swroce_poll_cq, nullptr, {}};
+    config.attr = device_attributes(*dev);
+    config.port_count = 1;
+    config.registry = mem::dpdk_registry_config();
+    config.registry.max_keys = 1U << 16;
+    config.driver_private = dev.get();
+    auto id = rdma::driver::register_device(std::move(config));
+    if (!id) {
+        rdma::driver::report_probe_error(name, id.error());
+        return -ENOSPC;
+    }
+    dev->id = id.value();
+    SWROCE_LOG(INFO, "%s: rdma device %u on %s, ip %s, path MTU %u, %u queue group(s)", name,
+               static_cast<unsigned>(dev->id), dev->port.name().c_str(),
+               dev->args.ip.to_string().c_str(), rdma::mtu_bytes(dev->path_mtu),
+               dev->port.queue_groups());
+    probed()[name] = dev->id;
+    (void)dev.release(); // owned by the class's device now; freed in DeviceOps::close
+    return 0;
+}
+
+int remove(rte_device*, const char* name) {
+    auto it = probed().find(name);
+    if (it == probed().end()) {
+        return -ENODEV;
+    }
+    const rdma::DeviceId id = it->second;
+    probed().erase(it);
+    const Status status = rdma::driver::unregister_device(id);
+    return status.ok() ? 0 : -ENODEV;
+}
+
+// Before main(), so EAL's --vdev parsing finds the driver name.
+[[gnu::constructor]] void register_swroce() {
+    rdma::driver::register_vdev_driver("rdma_swroce", probe, remove);
+}
+
+} // namespace
+
+} // namespace prdma::swroce

@@ -1,0 +1,579 @@
+// The rdmadev conformance suite: what every driver must do, written against the public API only
+// and run once per driver factory (DevicePair). Seed 003's status paths, object lifetimes, the QP
+// state machine on a real device, the pending control paths, and device removal.
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <rte_cycles.h>
+
+#include <prdma/eal.hpp>
+#include <prdma/mem/dma_memory.hpp>
+#include <prdma/rdmadev/fastpath.hpp>
+
+#include "device_pair.hpp"
+
+namespace prdma::rdma::conformance {
+
+namespace {
+
+std::optional<Eal> g_eal;
+
+class EalEnvironment : public ::testing::Environment {
+public:
+    void SetUp() override {
+        EalOptions options;
+        options.program_name = "rdmadev_conformance";
+        options.args = {"-l", "0", "--log-level=lib.eal:error", "--log-level=prdma.*:error"};
+        auto eal = Eal::start(options);
+        ASSERT_TRUE(eal.ok()) << eal.error().to_string();
+        g_eal.emplace(std::move(eal.value()));
+    }
+    void TearDown() override { g_eal.reset(); }
+};
+
+const auto* const g_env = ::testing::AddGlobalTestEnvironment(new EalEnvironment);
+
+class Conformance : public ::testing::TestWithParam<DriverFactory> {
+protected:
+    void SetUp() override {
+        pair_ = GetParam().make();
+        ASSERT_NE(pair_->a(), invalid_device);
+        ASSERT_NE(pair_->b(), invalid_device);
+    }
+    void TearDown() override { pair_.reset(); }
+
+    Context open(DeviceId device) {
+        auto context = Context::open(device);
+        EXPECT_TRUE(context.ok()) << context.error().to_string();
+        return std::move(context.value());
+    }
+
+    // Polls both contexts until `context` reports a completion or `timeout` passes.
+    std::optional<ControlCompletion> wait_control(Context& context, Context& peer,
+                                                  std::chrono::milliseconds timeout) {
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        std::vector<ControlCompletion> done(4);
+        while (std::chrono::steady_clock::now() < deadline) {
+            std::vector<ControlCompletion> peer_done(4);
+            (void)peer.poll_control(peer_done);
+            if (context.poll_control({done.data(), 1}) == 1) {
+                return done[0];
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        return std::nullopt;
+    }
+
+    struct Objects {
+        ProtectionDomain pd;
+        CompletionQueue cq;
+        QueuePair qp;
+    };
+    Objects make_qp(Context& context) {
+        Objects objects;
+        objects.pd = std::move(context.alloc_pd().value());
+        objects.cq = std::move(context.create_cq(256).value());
+        QpInitAttr init;
+        init.pd = &objects.pd;
+        init.send_cq = &objects.cq;
+        init.recv_cq = &objects.cq;
+        auto qp = context.create_qp(init);
+        EXPECT_TRUE(qp.ok()) << qp.error().to_string();
+        objects.qp = std::move(qp.value());
+        return objects;
+    }
+    static Status to_init(QueuePair& qp) {
+        QpAttr attr;
+        attr.state = QpState::init;
+        attr.port = 1;
+        attr.access = mem::access_remote_write | mem::access_remote_read;
+        return qp.modify(attr, qp_attr_state | qp_attr_port | qp_attr_access_flags);
+    }
+    static QpAttr rtr_attr(const Gid& gid, std::uint32_t dest_qpn) {
+        QpAttr attr;
+        attr.state = QpState::rtr;
+        attr.path_mtu = Mtu::mtu_1024;
+        attr.dest_gid = gid;
+        attr.dest_qpn = dest_qpn;
+        attr.rq_psn = 100;
+        attr.max_dest_rd_atomic = 1;
+        attr.min_rnr_timer = 12;
+        return attr;
+    }
+    static constexpr std::uint32_t rtr_mask = qp_attr_state | qp_attr_path_mtu | qp_attr_dest |
+                                              qp_attr_dest_qpn | qp_attr_rq_psn |
+                                              qp_attr_max_dest_rd_atomic | qp_attr_min_rnr_timer;
+
+    std::unique_ptr<DevicePair> pair_;
+};
+
+// ---- devices ------------------------------------------------------------------------------------
+
+TEST_P(Conformance, DevicesAreListedAndFoundByName) {
+    const auto ids = device_list();
+    EXPECT_NE(std::find(ids.begin(), ids.end(), pair_->a()), ids.end());
+    EXPECT_GE(device_count(), 2U);
+    const std::string name = device_name(pair_->a());
+    ASSERT_FALSE(name.empty());
+    EXPECT_EQ(find_device(name).value(), pair_->a());
+    EXPECT_EQ(find_device("no_such_rdma_device").code(), StatusCode::invalid_parameter);
+    EXPECT_EQ(Context::open(invalid_device).code(), StatusCode::invalid_parameter);
+}
+
+TEST_P(Conformance, BadDevargsAreRejectedWithAClearMessage) {
+    for (const auto& [devargs, word] : pair_->bad_devargs()) {
+        auto created = create_device(devargs);
+        ASSERT_FALSE(created.ok()) << devargs;
+        EXPECT_NE(created.error().message().find(word), std::string::npos)
+            << devargs << ": " << created.error().message();
+    }
+}
+
+// ---- seed 003: queries --------------------------------------------------------------------------
+
+TEST_P(Conformance, QueryDeviceWholeAndSelfRelative) {
+    Context context = open(pair_->a());
+    std::uint32_t size = 0;
+    EXPECT_EQ(context.query_device(nullptr, &size).code(), StatusCode::buffer_too_small);
+    ASSERT_GT(size, sizeof(DeviceAttr)) << "the required size is reported";
+    std::vector<std::uint8_t> buffer(size + 64, 0xee);
+    std::uint32_t got = static_cast<std::uint32_t>(buffer.size());
+    ASSERT_TRUE(context.query_device(buffer.data(), &got).ok());
+    EXPECT_EQ(got, size);
+    EXPECT_EQ(buffer[size], 0xee) << "nothing written past the answer";
+
+    DeviceAttr attr;
+    std::memcpy(&attr, buffer.data(), sizeof(attr));
+    EXPECT_EQ(attr.version, attr_version_current);
+    EXPECT_EQ(attr.size, size);
+    EXPECT_GE(attr.port_count, 1);
+    EXPECT_NE(attr.page_size_support & (1ULL << 12), 0U) << "4 KiB pages";
+    EXPECT_NE(attr.capability_flags & cap_rc, 0U);
+    EXPECT_GT(attr.max_qp, 0U);
+    EXPECT_GT(attr.max_qp_wr, 0U);
+    EXPECT_GT(attr.max_sge, 0U);
+    EXPECT_GT(attr.max_cqe, 0U);
+    EXPECT_GT(attr.max_mr, 0U);
+    EXPECT_GT(attr.max_mr_size, 0U);
+    // Offsets, never pointers: the port block and its GID table are found from the buffer alone.
+    const PortAttr* port = attr_at<PortAttr>(buffer.data(), attr.port_attr_offset);
+    EXPECT_EQ(port->port_num, 1);
+    EXPECT_EQ(port->version, attr_version_current);
+    ASSERT_GE(port->gid_count, 1);
+    const Gid* gid = attr_at<Gid>(port, port->gid_table_offset);
+    EXPECT_EQ(*gid, pair_->gid_a());
+    EXPECT_GE(port->pkey_count, 1);
+    EXPECT_EQ(*attr_at<std::uint16_t>(port, port->pkey_table_offset), 0xffff);
+    EXPECT_EQ(port->next_port_offset == 0, attr.port_count == 1);
+}
+
+TEST_P(Conformance, QueryDevicePrefixTooSmallOverflowAndVersion) {
+    Context context = open(pair_->a());
+    std::uint32_t size = 0;
+    (void)context.query_device(nullptr, &size);
+
+    // A prefix: the caller wants only the first fields.
+    std::vector<std::uint8_t> prefix(24, 0xee);
+    std::uint32_t got = static_cast<std::uint32_t>(prefix.size());
+    EXPECT_EQ(context.query_device(prefix.data(), &got).code(), StatusCode::buffer_overflow);
+    EXPECT_EQ(got, 24U) << "bytes returned";
+    AttrHeader header;
+    std::memcpy(&header, prefix.data(), sizeof(header));
+    EXPECT_EQ(header.size, size) << "the header names the size required";
+    EXPECT_EQ(header.version, attr_version_current);
+
+    std::uint8_t tiny[4] = {0xee, 0xee, 0xee, 0xee};
+    got = sizeof(tiny);
+    EXPECT_EQ(context.query_device(tiny, &got).code(), StatusCode::buffer_too_small);
+    EXPECT_EQ(tiny[0], 0xee) << "nothing written when not even the header fits";
+    EXPECT_EQ(got, size);
+
+    got = 8;
+    EXPECT_EQ(context.query_device(nullptr, &got).code(), StatusCode::invalid_parameter);
+    EXPECT_EQ(context.query_device(prefix.data(), nullptr).code(), StatusCode::invalid_parameter);
+    got = static_cast<std::uint32_t>(prefix.size());
+    EXPECT_EQ(context.query_device(prefix.data(), &got, 99).code(), StatusCode::invalid_parameter);
+}
+
+TEST_P(Conformance, QueryPortByOneBasedNumber) {
+    Context context = open(pair_->a());
+    std::vector<std::uint8_t> buffer(1024);
+    std::uint32_t got = static_cast<std::uint32_t>(buffer.size());
+    ASSERT_TRUE(context.query_port(1, buffer.data(), &got).ok());
+    PortAttr port;
+    std::memcpy(&port, buffer.data(), sizeof(port));
+    EXPECT_EQ(port.port_num, 1);
+    EXPECT_EQ(port.size, got);
+    EXPECT_GE(mtu_bytes(port.active_mtu), 256U);
+    EXPECT_EQ(*attr_at<Gid>(buffer.data(), port.gid_table_offset), pair_->gid_a());
+    got = static_cast<std::uint32_t>(buffer.size());
+    EXPECT_EQ(context.query_port(0, buffer.data(), &got).code(), StatusCode::invalid_parameter);
+    EXPECT_EQ(context.query_port(9, buffer.data(), &got).code(), StatusCode::invalid_parameter);
+    got = 12;
+    EXPECT_EQ(context.query_port(1, buffer.data(), &got).code(), StatusCode::buffer_overflow);
+}
+
+// ---- seed 003: open/close and object lifetimes --------------------------------------------------
+
+TEST_P(Conformance, CloseIsBusyWhileResourcesAreHeld) {
+    Context context = open(pair_->a());
+    {
+        auto pd = context.alloc_pd();
+        ASSERT_TRUE(pd.ok());
+        EXPECT_EQ(context.resources().pds, 1U);
+        const Status busy = context.close();
+        EXPECT_EQ(busy.code(), StatusCode::busy);
+        EXPECT_NE(busy.error().message().find("1 PDs"), std::string::npos)
+            << busy.error().message();
+    }
+    EXPECT_EQ(context.resources().total(), 0U);
+    EXPECT_TRUE(context.close().ok());
+}
+
+TEST_P(Conformance, ClientsAreIndependent) {
+    Context first = open(pair_->a());
+    Context second = open(pair_->a());
+    auto pd = first.alloc_pd();
+    ASSERT_TRUE(pd.ok());
+    EXPECT_EQ(second.resources().total(), 0U);
+    EXPECT_TRUE(second.close().ok()) << "another client's PD does not make this one busy";
+}
+
+TEST_P(Conformance, ParentsAreBusyWhileChildrenLive) {
+    Context context = open(pair_->a());
+    Objects objects = make_qp(context);
+    EXPECT_EQ(objects.pd.destroy().code(), StatusCode::busy);
+    EXPECT_EQ(objects.cq.destroy().code(), StatusCode::busy);
+    EXPECT_TRUE(objects.qp.destroy().ok());
+    EXPECT_TRUE(objects.cq.destroy().ok());
+    EXPECT_TRUE(objects.pd.destroy().ok());
+    EXPECT_TRUE(context.close().ok());
+}
+
+TEST_P(Conformance, ObjectsMayOutliveTheirContextHandle) {
+    std::optional<Context> context(open(pair_->a()));
+    auto pd = context->alloc_pd();
+    ASSERT_TRUE(pd.ok());
+    context.reset(); // the PD keeps the client's state alive
+    EXPECT_TRUE(pd->destroy().ok());
+}
+
+TEST_P(Conformance, CreateRejectsBadArguments) {
+    Context context = open(pair_->a());
+    EXPECT_EQ(context.create_cq(0).code(), StatusCode::invalid_parameter);
+    EXPECT_EQ(context.create_cq(1U << 30).code(), StatusCode::invalid_parameter);
+    EXPECT_EQ(context.create_cq(16, 999).code(), StatusCode::invalid_parameter);
+    auto pd = context.alloc_pd();
+    auto cq = context.create_cq(16);
+    ASSERT_TRUE(pd.ok() && cq.ok());
+    QpInitAttr init;
+    EXPECT_EQ(context.create_qp(init).code(), StatusCode::invalid_parameter);
+    init.pd = &pd.value();
+    init.send_cq = &cq.value();
+    init.recv_cq = &cq.value();
+    init.caps.max_send_wr = 1U << 30;
+    EXPECT_EQ(context.create_qp(init).code(), StatusCode::invalid_parameter);
+    Context other = open(pair_->a());
+    auto foreign_pd = other.alloc_pd();
+    init.caps = {};
+    init.pd = &foreign_pd.value();
+    EXPECT_EQ(context.create_qp(init).code(), StatusCode::invalid_parameter);
+}
+
+// ---- memory regions -----------------------------------------------------------------------------
+
+TEST_P(Conformance, MemoryRegistrationPaths) {
+    Context context = open(pair_->a());
+    auto pd = context.alloc_pd();
+    ASSERT_TRUE(pd.ok());
+    auto buffer = mem::DmaBuffer::allocate(64 * 1024, 4096);
+    ASSERT_TRUE(buffer.ok());
+    auto mr = pd->register_memory(buffer->data(), buffer->size(),
+                                  mem::access_local_write | mem::access_remote_read);
+    ASSERT_TRUE(mr.ok()) << mr.error().to_string();
+    EXPECT_NE(mr->lkey(), 0U);
+    EXPECT_NE(mr->rkey(), 0U);
+    EXPECT_EQ(mr->region().local_start(), reinterpret_cast<std::uint64_t>(buffer->data()));
+    EXPECT_EQ(context.resources().mrs, 1U);
+    EXPECT_EQ(pd->destroy().code(), StatusCode::busy);
+
+    int on_stack = 0;
+    EXPECT_EQ(pd->register_memory(&on_stack, sizeof(on_stack), mem::access_local_write).code(),
+              StatusCode::invalid_parameter)
+        << "only DMA memory can be registered";
+    EXPECT_EQ(pd->register_memory(buffer->data(), 64, mem::access_remote_write).code(),
+              StatusCode::invalid_parameter)
+        << "remote write needs local write";
+
+    auto dma = pd->get_dma_region();
+    ASSERT_TRUE(dma.ok());
+    EXPECT_NE(dma->lkey(), 0U);
+    EXPECT_EQ(dma->rkey(), 0U);
+    auto fast = pd->alloc_fast_reg_region(32, mem::access_local_write | mem::access_remote_write);
+    ASSERT_TRUE(fast.ok());
+    EXPECT_FALSE(fast->region().valid()) << "invalid until a FAST_REG registers pages";
+    EXPECT_EQ(context.resources().mrs, 3U);
+    EXPECT_TRUE(mr->deregister().ok());
+    dma = MemoryRegionHandle{};
+    fast = MemoryRegionHandle{};
+    EXPECT_EQ(context.resources().mrs, 0U);
+    EXPECT_TRUE(pd->destroy().ok());
+}
+
+TEST_P(Conformance, ConnectionBoundRegistrationNeedsAConnectedQp) {
+    Context context = open(pair_->a());
+    Objects objects = make_qp(context);
+    auto buffer = mem::DmaBuffer::allocate(4096);
+    ASSERT_TRUE(buffer.ok());
+    auto early = objects.pd.register_for_connection(objects.qp, buffer->data(), 4096,
+                                                    mem::WspAccess::read_write);
+    EXPECT_EQ(early.code(), StatusCode::not_connected);
+}
+
+// ---- QP state machine ---------------------------------------------------------------------------
+
+TEST_P(Conformance, QpStateMachineOnTheDevice) {
+    Context context = open(pair_->a());
+    Objects objects = make_qp(context);
+    QueuePair& qp = objects.qp;
+    EXPECT_EQ(qp.state(), QpState::reset);
+    EXPECT_NE(qp.qpn(), 0U);
+    EXPECT_LE(qp.qpn(), 0xffffffU);
+
+    QpAttr rts;
+    rts.state = QpState::rts;
+    EXPECT_EQ(qp.modify(rts, qp_attr_state).code(), StatusCode::invalid_parameter)
+        << "RESET -> RTS is illegal";
+    QpAttr init;
+    init.state = QpState::init;
+    const Status missing = qp.modify(init, qp_attr_state);
+    EXPECT_EQ(missing.code(), StatusCode::invalid_parameter);
+    EXPECT_NE(missing.error().message().find("access_flags"), std::string::npos);
+    ASSERT_TRUE(to_init(qp).ok());
+    EXPECT_EQ(qp.state(), QpState::init);
+
+    QpAttr rtr = rtr_attr(pair_->gid_b(), 0x123);
+    rtr.dest_mac = std::array<std::uint8_t, 6>{0x02, 0, 0, 0, 0, 0x42};
+    rtr.rq_psn = 1U << 24;
+    EXPECT_EQ(qp.modify(rtr, rtr_mask).code(), StatusCode::invalid_parameter) << "PSNs are 24-bit";
+    rtr.rq_psn = 100;
+    ASSERT_TRUE(qp.modify(rtr, rtr_mask).ok()) << "a known MAC needs no resolution";
+    EXPECT_EQ(qp.state(), QpState::rtr);
+    EXPECT_EQ(qp.attributes().dest_qpn, 0x123U);
+
+    QpAttr to_rts;
+    to_rts.state = QpState::rts;
+    to_rts.sq_psn = 555;
+    to_rts.timeout = 14;
+    to_rts.retry_cnt = 7;
+    to_rts.rnr_retry = 7;
+    to_rts.max_rd_atomic = 1;
+    ASSERT_TRUE(qp.modify(to_rts, qp_attr_state | qp_attr_sq_psn | qp_attr_timeout |
+                                      qp_attr_retry_cnt | qp_attr_rnr_retry | qp_attr_max_rd_atomic)
+                    .ok());
+    EXPECT_EQ(qp.state(), QpState::rts);
+    EXPECT_EQ(qp.attributes().sq_psn, 555U);
+
+    QpAttr cur;
+    cur.cur_state = QpState::init;
+    cur.state = QpState::rts;
+    EXPECT_EQ(qp.modify(cur, qp_attr_state | qp_attr_cur_state).code(),
+              StatusCode::invalid_parameter)
+        << "cur_state must match";
+
+    QpAttr err;
+    err.state = QpState::err;
+    ASSERT_TRUE(qp.modify(err, qp_attr_state).ok());
+    EXPECT_EQ(qp.state(), QpState::err);
+    EXPECT_EQ(qp.modify(rts, qp_attr_state).code(), StatusCode::invalid_parameter);
+    QpAttr reset;
+    reset.state = QpState::reset;
+    ASSERT_TRUE(qp.modify(reset, qp_attr_state).ok());
+    EXPECT_EQ(qp.state(), QpState::reset);
+}
+
+TEST_P(Conformance, PostingFollowsTheQpState) {
+    Context context = open(pair_->a());
+    Objects objects = make_qp(context);
+    RecvWr recv;
+    recv.wr_id = 7;
+    EXPECT_EQ(post_recv(objects.qp, &recv, 1), 0) << "nothing is taken in RESET";
+    SendWr send;
+    send.wr_id = 9;
+    EXPECT_EQ(post_send(objects.qp, &send, 1), 0) << "sends need RTS";
+    ASSERT_TRUE(to_init(objects.qp).ok());
+    EXPECT_EQ(post_recv(objects.qp, &recv, 1), 1) << "receives may be posted from INIT";
+    WorkCompletion wc;
+    EXPECT_EQ(poll_cq(objects.cq, &wc, 1), 0);
+
+    // ERR flushes what is queued, and what is posted afterwards.
+    QpAttr err;
+    err.state = QpState::err;
+    ASSERT_TRUE(objects.qp.modify(err, qp_attr_state).ok());
+    ASSERT_EQ(poll_cq(objects.cq, &wc, 1), 1);
+    EXPECT_EQ(wc.wr_id, 7U);
+    EXPECT_EQ(wc.status, WcStatus::wr_flush_error);
+    EXPECT_EQ(wc.qpn, objects.qp.qpn());
+    EXPECT_EQ(post_recv(objects.qp, &recv, 1), 1);
+    ASSERT_EQ(poll_cq(objects.cq, &wc, 1), 1);
+    EXPECT_EQ(wc.status, WcStatus::wr_flush_error);
+}
+
+// ---- pending control paths (seed 003) ---------------------------------------------------------
+
+TEST_P(Conformance, RtrIsPendingWhileThePeersAddressIsResolved) {
+    Context context = open(pair_->a());
+    Context peer = open(pair_->b());
+    Objects objects = make_qp(context);
+    ASSERT_TRUE(to_init(objects.qp).ok());
+    const Status status = objects.qp.modify(rtr_attr(pair_->gid_b(), 0x77), rtr_mask, 4242);
+    ASSERT_EQ(status.code(), StatusCode::pending) << (status.ok() ? "" : status.error().message());
+    EXPECT_EQ(objects.qp.state(), QpState::init) << "nothing changes until it completes";
+    EXPECT_EQ(objects.qp.modify(rtr_attr(pair_->gid_b(), 0x77), rtr_mask).code(), StatusCode::busy)
+        << "one control request per QP at a time";
+
+    const auto done = wait_control(context, peer, std::chrono::seconds(5));
+    ASSERT_TRUE(done.has_value()) << "the pending modify never completed";
+    EXPECT_EQ(done->request_id, 4242U);
+    EXPECT_EQ(done->op, ControlOp::modify_qp);
+    EXPECT_EQ(done->status, StatusCode::ok) << done->message;
+    EXPECT_EQ(done->qpn, objects.qp.qpn());
+    EXPECT_EQ(objects.qp.state(), QpState::rtr);
+    const QpAttr attr = objects.qp.attributes();
+    ASSERT_TRUE(attr.dest_mac.has_value()) << "the resolved MAC is part of the QP now";
+
+    // The peer's port MAC is what was resolved.
+    std::vector<std::uint8_t> buffer(512);
+    std::uint32_t got = static_cast<std::uint32_t>(buffer.size());
+    ASSERT_TRUE(peer.query_port(1, buffer.data(), &got).ok());
+    PortAttr peer_port;
+    std::memcpy(&peer_port, buffer.data(), sizeof(peer_port));
+    EXPECT_EQ(std::memcmp(attr.dest_mac->data(), peer_port.mac, 6), 0);
+
+    // Resolved once, known afterwards: a second QP to the same peer completes at once.
+    Objects second = make_qp(context);
+    ASSERT_TRUE(to_init(second.qp).ok());
+    EXPECT_TRUE(second.qp.modify(rtr_attr(pair_->gid_b(), 0x78), rtr_mask).ok());
+}
+
+TEST_P(Conformance, RtrFailsWhenNobodyAnswers) {
+    Context context = open(pair_->a());
+    Context peer = open(pair_->b());
+    Objects objects = make_qp(context);
+    ASSERT_TRUE(to_init(objects.qp).ok());
+    ASSERT_EQ(objects.qp.modify(rtr_attr(pair_->unreachable_gid(), 0x77), rtr_mask, 9).code(),
+              StatusCode::pending);
+    const auto done = wait_control(context, peer, std::chrono::seconds(10));
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->request_id, 9U);
+    EXPECT_EQ(done->status, StatusCode::not_connected);
+    EXPECT_FALSE(done->message.empty());
+    EXPECT_EQ(objects.qp.state(), QpState::init) << "a failed modify leaves the state alone";
+}
+
+TEST_P(Conformance, DestroyIsPendingWhileWorkIsInFlight) {
+    Context context = open(pair_->a());
+    Context peer = open(pair_->b());
+    Objects objects = make_qp(context);
+    ASSERT_TRUE(to_init(objects.qp).ok());
+    RecvWr recv[3];
+    for (std::uint64_t i = 0; i < 3; ++i) {
+        recv[i].wr_id = 100 + i;
+    }
+    ASSERT_EQ(post_recv(objects.qp, recv, 3), 3);
+    const std::uint32_t qpn = objects.qp.qpn();
+    ASSERT_EQ(objects.qp.destroy(31).code(), StatusCode::pending);
+    EXPECT_FALSE(objects.qp) << "the handle lets go; the context finishes the destroy";
+    EXPECT_EQ(context.resources().qps, 1U) << "still there until it completes";
+    EXPECT_EQ(objects.cq.destroy().code(), StatusCode::busy);
+
+    const auto done = wait_control(context, peer, std::chrono::seconds(5));
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->request_id, 31U);
+    EXPECT_EQ(done->op, ControlOp::destroy_qp);
+    EXPECT_EQ(done->status, StatusCode::ok);
+    EXPECT_EQ(done->qpn, qpn);
+    EXPECT_EQ(context.resources().qps, 0U);
+    // The flushed receives reached the CQ before the destroy completed.
+    WorkCompletion wc[4];
+    ASSERT_EQ(poll_cq(objects.cq, wc, 4), 3);
+    for (std::uint64_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(wc[i].wr_id, 100 + i);
+        EXPECT_EQ(wc[i].status, WcStatus::wr_flush_error);
+    }
+    EXPECT_TRUE(objects.cq.destroy().ok());
+}
+
+TEST_P(Conformance, IdleQpIsDestroyedAtOnce) {
+    Context context = open(pair_->a());
+    Objects objects = make_qp(context);
+    EXPECT_TRUE(objects.qp.destroy().ok());
+    EXPECT_EQ(context.resources().qps, 0U);
+}
+
+TEST_P(Conformance, ConnectionDescriptorExport) {
+    Context context = open(pair_->a());
+    Objects objects = make_qp(context);
+    std::uint32_t length = 4;
+    std::uint8_t small[4] = {};
+    EXPECT_EQ(objects.qp.export_connection(nullptr, small, &length).code(),
+              StatusCode::buffer_too_small);
+    EXPECT_EQ(length, sizeof(ConnectionDescriptor));
+    ConnectionDescriptor descriptor;
+    length = sizeof(descriptor);
+    ASSERT_TRUE(objects.qp.export_connection(nullptr, &descriptor, &length).ok());
+    EXPECT_EQ(descriptor.qpn, objects.qp.qpn());
+    EXPECT_EQ(descriptor.gid, pair_->gid_a());
+    EXPECT_EQ(descriptor.size, sizeof(ConnectionDescriptor));
+}
+
+// ---- device removal (seed 000's forced close) -------------------------------------------------
+
+TEST_P(Conformance, RemovedDeviceFailsEveryCallUntilReleased) {
+    Context context = open(pair_->a());
+    Objects objects = make_qp(context);
+    auto buffer = mem::DmaBuffer::allocate(4096);
+    auto mr = objects.pd.register_memory(buffer->data(), 4096, mem::access_local_write);
+    ASSERT_TRUE(mr.ok());
+    const std::string name = device_name(pair_->a());
+    ASSERT_TRUE(remove_device(pair_->a()).ok());
+
+    Event events[4];
+    ASSERT_EQ(context.poll_events(events), 1U);
+    EXPECT_EQ(events[0].type, EventType::device_removed);
+    EXPECT_FALSE(find_device(name).ok());
+
+    std::vector<std::uint8_t> attr(1024);
+    std::uint32_t got = static_cast<std::uint32_t>(attr.size());
+    EXPECT_EQ(context.query_device(attr.data(), &got).code(), StatusCode::device_removed);
+    EXPECT_EQ(context.alloc_pd().code(), StatusCode::device_removed);
+    EXPECT_EQ(context.create_cq(16).code(), StatusCode::device_removed);
+    EXPECT_EQ(to_init(objects.qp).code(), StatusCode::device_removed);
+    EXPECT_EQ(objects.pd.register_memory(buffer->data(), 64, mem::access_local_write).code(),
+              StatusCode::device_removed);
+    RecvWr recv;
+    EXPECT_EQ(post_recv(objects.qp, &recv, 1), 0) << "the fast path is a no-op now";
+    WorkCompletion wc;
+    EXPECT_EQ(poll_cq(objects.cq, &wc, 1), 0);
+    EXPECT_EQ(Context::open(pair_->a()).code(), StatusCode::device_removed);
+
+    // Releasing always works, and then the client can close.
+    EXPECT_EQ(context.close().code(), StatusCode::busy);
+    EXPECT_TRUE(mr->deregister().ok());
+    EXPECT_TRUE(objects.qp.destroy().ok());
+    EXPECT_TRUE(objects.cq.destroy().ok());
+    EXPECT_TRUE(objects.pd.destroy().ok());
+    EXPECT_TRUE(context.close().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, Conformance, ::testing::Values(swroce_factory()),
+                         [](const ::testing::TestParamInfo<DriverFactory>& param) {
+                             return param.param.name;
+                         });
+
+} // namespace
+} // namespace prdma::rdma::conformance

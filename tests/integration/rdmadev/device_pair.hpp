@@ -1,0 +1,34 @@
+// The conformance suite runs against any driver through this: a factory that makes two devices
+// of the driver on one link (and tears them down), plus what a test needs to connect them.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <prdma/rdmadev/rdmadev.hpp>
+
+namespace prdma::rdma::conformance {
+
+class DevicePair {
+public:
+    virtual ~DevicePair() = default;
+    [[nodiscard]] virtual DeviceId a() const = 0;
+    [[nodiscard]] virtual DeviceId b() const = 0;
+    [[nodiscard]] virtual Gid gid_a() const = 0;
+    [[nodiscard]] virtual Gid gid_b() const = 0;
+    // A GID on the link that nobody answers for (address resolution must fail).
+    [[nodiscard]] virtual Gid unreachable_gid() const = 0;
+    // Devargs this driver must reject, with a word the error message must contain.
+    [[nodiscard]] virtual std::vector<std::pair<std::string, std::string>> bad_devargs() const = 0;
+};
+
+struct DriverFactory {
+    std::string name;
+    std::function<std::unique_ptr<DevicePair>()> make;
+};
+
+// One factory per driver, each in its own file.
+DriverFactory swroce_factory();
+
+} // namespace prdma::rdma::conformance

@@ -1,0 +1,89 @@
+// swroce's entry in the conformance suite: two devices on a crossed pair of ring ports in one
+// process (what A transmits, B receives), 10.0.0.1 and 10.0.0.2.
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <rte_bus_vdev.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_ring.h>
+
+#include "device_pair.hpp"
+
+namespace prdma::rdma::conformance {
+
+namespace {
+
+class SwrocePair final : public DevicePair {
+public:
+    SwrocePair() {
+        static int instance = 0;
+        const std::string tag = "cf" + std::to_string(instance++);
+        a_to_b_ = rte_ring_create((tag + "ab").c_str(), 1024, static_cast<int>(rte_socket_id()),
+                                  RING_F_SP_ENQ | RING_F_SC_DEQ);
+        b_to_a_ = rte_ring_create((tag + "ba").c_str(), 1024, static_cast<int>(rte_socket_id()),
+                                  RING_F_SP_ENQ | RING_F_SC_DEQ);
+        EXPECT_NE(a_to_b_, nullptr);
+        EXPECT_NE(b_to_a_, nullptr);
+        port_a_ = "net_ring_" + tag + "a";
+        port_b_ = "net_ring_" + tag + "b";
+        EXPECT_GE(
+            rte_eth_from_rings((tag + "a").c_str(), &b_to_a_, 1, &a_to_b_, 1, rte_socket_id()), 0);
+        EXPECT_GE(
+            rte_eth_from_rings((tag + "b").c_str(), &a_to_b_, 1, &b_to_a_, 1, rte_socket_id()), 0);
+        name_a_ = "rdma_swroce_" + tag + "a";
+        name_b_ = "rdma_swroce_" + tag + "b";
+        auto a = create_device(name_a_ + ",port=" + port_a_ + ",ip=10.0.0.1");
+        auto b = create_device(name_b_ + ",port=" + port_b_ + ",ip=10.0.0.2");
+        EXPECT_TRUE(a.ok()) << a.error().to_string();
+        EXPECT_TRUE(b.ok()) << b.error().to_string();
+        a_ = a.ok() ? a.value() : invalid_device;
+        b_ = b.ok() ? b.value() : invalid_device;
+    }
+    ~SwrocePair() override {
+        // Devices first (they stop the ports), then the ports, then the rings under them.
+        for (const std::string& name : {name_a_, name_b_}) {
+            if (find_device(name).ok()) {
+                (void)rte_vdev_uninit(name.c_str());
+            }
+        }
+        (void)rte_vdev_uninit(port_a_.c_str());
+        (void)rte_vdev_uninit(port_b_.c_str());
+        rte_ring_free(a_to_b_);
+        rte_ring_free(b_to_a_);
+    }
+    SwrocePair(const SwrocePair&) = delete;
+    SwrocePair& operator=(const SwrocePair&) = delete;
+
+    [[nodiscard]] DeviceId a() const override { return a_; }
+    [[nodiscard]] DeviceId b() const override { return b_; }
+    [[nodiscard]] Gid gid_a() const override { return Gid::from_ipv4(0x0a000001); }
+    [[nodiscard]] Gid gid_b() const override { return Gid::from_ipv4(0x0a000002); }
+    [[nodiscard]] Gid unreachable_gid() const override { return Gid::from_ipv4(0x0a000063); }
+    [[nodiscard]] std::vector<std::pair<std::string, std::string>> bad_devargs() const override {
+        return {
+            {"rdma_swroce_bad0,ip=10.0.0.9", "port"},
+            {"rdma_swroce_bad1,port=" + port_a_, "ip"},
+            {"rdma_swroce_bad2,port=no_such_port,ip=10.0.0.9", "no_such_port"},
+            {"rdma_swroce_bad3,port=" + port_a_ + ",ip=10.0.0.300", "10.0.0.300"},
+            {"rdma_swroce_bad4,port=" + port_a_ + ",ip=10.0.0.9,mtu=1000", "mtu"},
+            {"rdma_swroce_bad5,port=" + port_a_ + ",ip=10.0.0.9,colour=blue", "colour"},
+        };
+    }
+
+private:
+    rte_ring* a_to_b_ = nullptr;
+    rte_ring* b_to_a_ = nullptr;
+    std::string port_a_, port_b_, name_a_, name_b_;
+    DeviceId a_ = invalid_device;
+    DeviceId b_ = invalid_device;
+};
+
+} // namespace
+
+DriverFactory swroce_factory() {
+    return {"swroce", [] { return std::make_unique<SwrocePair>(); }};
+}
+
+} // namespace prdma::rdma::conformance
