@@ -256,8 +256,20 @@ void handle_control_frames(Device& device) {
     }
 }
 
+// Port events (ibv_async_event PORT_ACTIVE / PORT_ERR) when the link changes.
+void watch_link(Device& device) {
+    SwroceDevice& dev = swroce(device);
+    const bool up = dev.port.link_up();
+    if (up != dev.link_was_up) {
+        dev.link_was_up = up;
+        rdma::driver::raise_event(
+            device, up ? rdma::EventType::port_active : rdma::EventType::port_error, 1);
+    }
+}
+
 void control_progress(Device& device) {
     SwroceDevice& dev = swroce(device);
+    watch_link(device);
     handle_control_frames(device);
     // Destroys wait until their queued work is flushed to the CQs; the flush happens here, on the
     // caller's poll, so the completions are visible before the destroy completes.

@@ -87,6 +87,7 @@ struct SwroceDevice {
     std::vector<std::unique_ptr<SwroceCq>> cqs;
     std::vector<PendingRtr> pending_rtr;
     std::vector<PendingDestroy> pending_destroy;
+    bool link_was_up = false; // last link state reported, for port_active / port_error events
     SwroceCounters counters;
 
     [[nodiscard]] SwroceQp* qp_by_number(std::uint32_t qpn) noexcept {

@@ -531,6 +531,35 @@ TEST_P(Conformance, ConnectionDescriptorExport) {
     EXPECT_EQ(descriptor.size, sizeof(ConnectionDescriptor));
 }
 
+// ---- events
+// --------------------------------------------------------------------------------------
+
+TEST_P(Conformance, PortEventsFollowTheLink) {
+    Context context = open(pair_->a());
+    Context second = open(pair_->a());
+    ControlCompletion none[1];
+    Event events[4];
+    (void)context.poll_control(none);
+    EXPECT_EQ(context.poll_events(events), 0U) << "no change, no event";
+    ASSERT_TRUE(pair_->set_link_a(false));
+    (void)context.poll_control(none); // control progress notices the link
+    ASSERT_EQ(context.poll_events(events), 1U);
+    EXPECT_EQ(events[0].type, EventType::port_error);
+    EXPECT_EQ(events[0].port, 1);
+    ASSERT_EQ(second.poll_events(events), 1U) << "every context hears about the port";
+    EXPECT_EQ(events[0].type, EventType::port_error);
+    std::vector<std::uint8_t> buffer(512);
+    std::uint32_t got = static_cast<std::uint32_t>(buffer.size());
+    ASSERT_TRUE(context.query_port(1, buffer.data(), &got).ok());
+    PortAttr port;
+    std::memcpy(&port, buffer.data(), sizeof(port));
+    EXPECT_EQ(port.state, PortState::down);
+    ASSERT_TRUE(pair_->set_link_a(true));
+    (void)context.poll_control(none);
+    ASSERT_EQ(context.poll_events(events), 1U);
+    EXPECT_EQ(events[0].type, EventType::port_active);
+}
+
 // ---- device removal (seed 000's forced close) -------------------------------------------------
 
 TEST_P(Conformance, RemovedDeviceFailsEveryCallUntilReleased) {

@@ -19,6 +19,8 @@ public:
     [[nodiscard]] virtual Gid gid_b() const = 0;
     // A GID on the link that nobody answers for (address resolution must fail).
     [[nodiscard]] virtual Gid unreachable_gid() const = 0;
+    // Takes device a's link down or up, as a cable pull would; false if the driver's port can't.
+    virtual bool set_link_a(bool up) = 0;
     // Devargs this driver must reject, with a word the error message must contain.
     [[nodiscard]] virtual std::vector<std::pair<std::string, std::string>> bad_devargs() const = 0;
 };

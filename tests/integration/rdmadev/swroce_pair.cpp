@@ -61,6 +61,13 @@ public:
     [[nodiscard]] Gid gid_a() const override { return Gid::from_ipv4(0x0a000001); }
     [[nodiscard]] Gid gid_b() const override { return Gid::from_ipv4(0x0a000002); }
     [[nodiscard]] Gid unreachable_gid() const override { return Gid::from_ipv4(0x0a000063); }
+    bool set_link_a(bool up) override {
+        std::uint16_t port = 0;
+        if (rte_eth_dev_get_port_by_name(port_a_.c_str(), &port) != 0) {
+            return false;
+        }
+        return (up ? rte_eth_dev_set_link_up(port) : rte_eth_dev_set_link_down(port)) == 0;
+    }
     [[nodiscard]] std::vector<std::pair<std::string, std::string>> bad_devargs() const override {
         return {
             {"rdma_swroce_bad0,ip=10.0.0.9", "port"},
