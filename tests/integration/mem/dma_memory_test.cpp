@@ -22,39 +22,21 @@
 #include <prdma/eal.hpp>
 #include <prdma/mem/dma_memory.hpp>
 
+#include "eal_environment.hpp"
+
 namespace prdma::mem {
 namespace {
 
 constexpr std::size_t mib = std::size_t{1} << 20;
 constexpr std::size_t hugepage_size = 2 * mib; // what this machine reserves
 
-std::optional<Eal> g_eal;
-
-// One EAL per process (DPDK cannot restart it), shared by every test of this binary.
-class EalEnvironment : public ::testing::Environment {
-public:
-    void SetUp() override {
-        EalOptions options;
-        options.program_name = "dma_memory_test";
-        options.args = {"-l", "0", "--log-level=lib.eal:error", "--vdev=net_ring0"};
-        auto eal = Eal::start(options);
-        ASSERT_TRUE(eal.ok()) << eal.error().to_string();
-        g_eal.emplace(std::move(eal).value());
-        const char* required = std::getenv("PRDMA_REQUIRE_HUGEPAGES");
-        if (required != nullptr && std::strcmp(required, "1") == 0) {
-            ASSERT_TRUE(g_eal->hugepage_backed()) << "PRDMA_REQUIRE_HUGEPAGES=1 but --no-huge";
-        }
+const auto* const g_environment =
+    prdma::test_support::add_eal_environment("dma_memory_test", {"--vdev=net_ring0"}, [] {
         ASSERT_EQ(rte_eth_dev_count_avail(), 1U) << "--vdev=net_ring0 was not probed";
-    }
-    void TearDown() override { g_eal.reset(); }
-};
-
-// gtest owns environments and deletes them after TearDown.
-[[maybe_unused]] ::testing::Environment* const g_environment =
-    ::testing::AddGlobalTestEnvironment(new EalEnvironment);
+    });
 
 bool hugepage_backed() {
-    return g_eal.has_value() && g_eal->hugepage_backed();
+    return prdma::test_support::EalEnvironment::hugepage_backed();
 }
 
 // Page size of DPDK's own memory: hugepages, or the system page under --no-huge.

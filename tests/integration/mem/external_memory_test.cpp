@@ -21,6 +21,8 @@
 #include <prdma/mem/dma_memory.hpp>
 #include <prdma/mem/external_memory.hpp>
 
+#include "eal_environment.hpp"
+
 namespace prdma::mem {
 namespace {
 
@@ -28,26 +30,10 @@ constexpr std::size_t kib4 = 4096;
 constexpr std::size_t mib = std::size_t{1} << 20;
 constexpr std::size_t hugepage_size = 2 * mib;
 
-std::optional<Eal> g_eal;
-
-// One EAL per process (DPDK cannot restart it), shared by every test of this binary.
-class EalEnvironment : public ::testing::Environment {
-public:
-    void SetUp() override {
-        EalOptions options;
-        options.program_name = "external_memory_test";
-        options.args = {"-l", "0", "--log-level=lib.eal:error", "--vdev=net_ring0"};
-        auto eal = Eal::start(options);
-        ASSERT_TRUE(eal.ok()) << eal.error().to_string();
-        g_eal.emplace(std::move(eal).value());
+const auto* const g_environment =
+    prdma::test_support::add_eal_environment("external_memory_test", {"--vdev=net_ring0"}, [] {
         ASSERT_EQ(rte_eth_dev_count_avail(), 1U) << "--vdev=net_ring0 was not probed";
-    }
-    void TearDown() override { g_eal.reset(); }
-};
-
-// gtest owns environments and deletes them after TearDown.
-[[maybe_unused]] ::testing::Environment* const g_environment =
-    ::testing::AddGlobalTestEnvironment(new EalEnvironment);
+    });
 
 std::uintptr_t address(const void* pointer) {
     return reinterpret_cast<std::uintptr_t>(pointer);

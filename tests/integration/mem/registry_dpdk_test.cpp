@@ -12,30 +12,18 @@
 #include <prdma/mem/memory_registry.hpp>
 #include <prdma/mem/registration_cache.hpp>
 
+#include "eal_environment.hpp"
+
 namespace prdma::mem {
 namespace {
 
-std::optional<Eal> g_eal;
-
-class EalEnvironment : public ::testing::Environment {
-public:
-    void SetUp() override {
-        EalOptions options;
-        options.program_name = "registry_dpdk_test";
-        options.args = {"-l", "0", "--log-level=lib.eal:error"};
-        auto eal = Eal::start(options);
-        ASSERT_TRUE(eal.ok()) << eal.error().to_string();
-        g_eal.emplace(std::move(eal.value()));
-    }
-    void TearDown() override { g_eal.reset(); }
-};
-
-const auto* const g_env = ::testing::AddGlobalTestEnvironment(new EalEnvironment);
+const auto* const g_environment =
+    prdma::test_support::add_eal_environment("registry_dpdk_test", {});
 
 constexpr std::size_t k2m = 2U << 20;
 
 TEST(RegistryOnHugepages, RegisterTranslateAndTouch) {
-    if (!g_eal->hugepage_backed()) {
+    if (!prdma::test_support::EalEnvironment::hugepage_backed()) {
         GTEST_SKIP() << "no hugepages: EAL runs with --no-huge";
     }
     auto buffer = DmaBuffer::allocate(16 * k2m + 100, k2m);
@@ -89,7 +77,7 @@ TEST(RegistryOnHugepages, DmaRegionReachesDpdkMemoryOnly) {
 }
 
 TEST(RegistryOnHugepages, CacheIsInvalidatedWhenDpdkFreesTheMemory) {
-    if (!g_eal->hugepage_backed()) {
+    if (!prdma::test_support::EalEnvironment::hugepage_backed()) {
         GTEST_SKIP() << "no hugepages: legacy memory never frees pages";
     }
     auto registry = MemoryRegistry::create(dpdk_registry_config());

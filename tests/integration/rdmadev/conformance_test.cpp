@@ -15,27 +15,14 @@
 #include <prdma/rdmadev/fastpath.hpp>
 
 #include "device_pair.hpp"
+#include "eal_environment.hpp"
 
 namespace prdma::rdma::conformance {
 
 namespace {
 
-std::optional<Eal> g_eal;
-
-class EalEnvironment : public ::testing::Environment {
-public:
-    void SetUp() override {
-        EalOptions options;
-        options.program_name = "rdmadev_conformance";
-        options.args = {"-l", "0", "--log-level=lib.eal:error", "--log-level=prdma.*:error"};
-        auto eal = Eal::start(options);
-        ASSERT_TRUE(eal.ok()) << eal.error().to_string();
-        g_eal.emplace(std::move(eal.value()));
-    }
-    void TearDown() override { g_eal.reset(); }
-};
-
-const auto* const g_env = ::testing::AddGlobalTestEnvironment(new EalEnvironment);
+const auto* const g_environment =
+    prdma::test_support::add_eal_environment("rdmadev_conformance", {"--log-level=prdma.*:error"});
 
 class Conformance : public ::testing::TestWithParam<DriverFactory> {
 protected:

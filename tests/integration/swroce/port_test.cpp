@@ -21,31 +21,15 @@
 #include <prdma/eal.hpp>
 
 #include "arp.hpp"
+#include "eal_environment.hpp"
 #include "port.hpp"
 
 namespace prdma::swroce {
 namespace {
 
-std::optional<Eal> g_eal;
-
-// One EAL per process (DPDK cannot restart it), shared by every test of this binary.
-class EalEnvironment : public ::testing::Environment {
-public:
-    void SetUp() override {
-        EalOptions options;
-        options.program_name = "swroce_port_test";
-        options.args = {"-l", "0", "--log-level=lib.eal:error", "--vdev=net_ring0",
-                        "--vdev=net_ring1"};
-        auto eal = Eal::start(options);
-        ASSERT_TRUE(eal.ok()) << eal.error().to_string();
-        g_eal.emplace(std::move(eal).value());
-        ASSERT_EQ(rte_eth_dev_count_avail(), 2U) << "--vdev=net_ring0/1 were not probed";
-    }
-    void TearDown() override { g_eal.reset(); }
-};
-
-[[maybe_unused]] ::testing::Environment* const g_environment =
-    ::testing::AddGlobalTestEnvironment(new EalEnvironment);
+const auto* const g_environment = prdma::test_support::add_eal_environment(
+    "swroce_port_test", {"--vdev=net_ring0", "--vdev=net_ring1"},
+    [] { ASSERT_EQ(rte_eth_dev_count_avail(), 2U) << "--vdev=net_ring0/1 were not probed"; });
 
 // Two ring ports wired back to back: what A sends B receives and the other way round, as two
 // hosts on a cable. rte_eth_from_rings names them net_ring_<name>; the rings stay ours.
