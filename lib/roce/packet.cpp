@@ -1,0 +1,388 @@
+// RoCEv2 frame parser and builder (packet.hpp): one pass over the headers, every length checked
+// before the bytes behind it are read.
+#include <algorithm>
+#include <cstring>
+
+#include <prdma/compiler.hpp>
+#include <prdma/roce/packet.hpp>
+
+namespace prdma::roce {
+namespace {
+
+ParseError fail(ParsedFrame& out, ParseError error) noexcept {
+    out.error = error;
+    return error;
+}
+
+// The bytes from the IP header on, checked against the IP header's own length. Sets
+// ip_header_length and the datagram span, or returns why not.
+ParseError parse_ip(std::span<const std::uint8_t> rest, ParsedFrame& out,
+                    const ParseOptions& options, std::size_t& ip_header_length) noexcept {
+    std::size_t total = 0;
+    if (out.eth.ether_type == ethertype_ipv4) {
+        out.ip_version = IpVersion::ipv4;
+        switch (decode_ipv4(rest, out.ipv4, options.verify_ipv4_checksum)) {
+        case HeaderError::ok:
+            break;
+        case HeaderError::too_short:
+            return ParseError::ip_too_short;
+        case HeaderError::bad_version:
+            return ParseError::bad_ip_version;
+        case HeaderError::bad_header_length:
+            return ParseError::bad_ipv4_header_length;
+        case HeaderError::bad_checksum:
+            return ParseError::bad_ipv4_checksum;
+        case HeaderError::bad_length:
+            return ParseError::bad_ip_length;
+        }
+        ip_header_length = out.ipv4.header_length;
+        total = out.ipv4.total_length;
+        if (PRDMA_UNLIKELY(total > rest.size())) {
+            return ParseError::bad_ip_length;
+        }
+        if (PRDMA_UNLIKELY(out.ipv4.more_fragments || out.ipv4.fragment_offset != 0)) {
+            return ParseError::ip_fragment;
+        }
+        if (PRDMA_UNLIKELY(out.ipv4.protocol != ip_protocol_udp)) {
+            return ParseError::not_udp;
+        }
+    } else if (out.eth.ether_type == ethertype_ipv6) {
+        out.ip_version = IpVersion::ipv6;
+        const HeaderError error = decode_ipv6(rest, out.ipv6);
+        if (PRDMA_UNLIKELY(error != HeaderError::ok)) {
+            return error == HeaderError::too_short ? ParseError::ip_too_short
+                                                   : ParseError::bad_ip_version;
+        }
+        ip_header_length = ipv6_header_size;
+        total = ipv6_header_size + out.ipv6.payload_length;
+        if (PRDMA_UNLIKELY(total > rest.size())) {
+            return ParseError::bad_ip_length;
+        }
+        if (PRDMA_UNLIKELY(out.ipv6.next_header != ip_protocol_udp)) {
+            return ParseError::not_udp;
+        }
+    } else {
+        return ParseError::not_ip;
+    }
+    out.ip_datagram = rest.first(total);
+    return ParseError::ok;
+}
+
+void decode_ext_header(ExtHeader kind, std::span<const std::uint8_t> in,
+                       ParsedFrame& out) noexcept {
+    // Lengths were checked against the opcode's header_length: these cannot fail.
+    switch (kind) {
+    case ExtHeader::deth:
+        decode_deth(in, out.deth);
+        break;
+    case ExtHeader::reth:
+        decode_reth(in, out.reth);
+        break;
+    case ExtHeader::atomic_eth:
+        decode_atomic_eth(in, out.atomic_eth);
+        break;
+    case ExtHeader::aeth:
+        decode_aeth(in, out.aeth);
+        break;
+    case ExtHeader::atomic_ack_eth:
+        decode_atomic_ack_eth(in, out.atomic_ack_eth);
+        break;
+    case ExtHeader::immdt:
+        decode_immdt(in, out.immediate);
+        break;
+    case ExtHeader::ieth:
+        decode_ieth(in, out.invalidate_rkey);
+        break;
+    }
+}
+
+void encode_ext_header(ExtHeader kind, const FrameHeaders& h,
+                       std::span<std::uint8_t> out) noexcept {
+    switch (kind) {
+    case ExtHeader::deth:
+        encode_deth(h.deth, out);
+        break;
+    case ExtHeader::reth:
+        encode_reth(h.reth, out);
+        break;
+    case ExtHeader::atomic_eth:
+        encode_atomic_eth(h.atomic_eth, out);
+        break;
+    case ExtHeader::aeth:
+        encode_aeth(h.aeth, out);
+        break;
+    case ExtHeader::atomic_ack_eth:
+        encode_atomic_ack_eth(h.atomic_ack_eth, out);
+        break;
+    case ExtHeader::immdt:
+        encode_immdt(h.immediate, out);
+        break;
+    case ExtHeader::ieth:
+        encode_ieth(h.invalidate_rkey, out);
+        break;
+    }
+}
+
+} // namespace
+
+std::string_view parse_error_name(ParseError error) noexcept {
+    switch (error) {
+    case ParseError::ok:
+        return "ok";
+    case ParseError::eth_too_short:
+        return "eth_too_short";
+    case ParseError::not_ip:
+        return "not_ip";
+    case ParseError::ip_too_short:
+        return "ip_too_short";
+    case ParseError::bad_ip_version:
+        return "bad_ip_version";
+    case ParseError::bad_ipv4_header_length:
+        return "bad_ipv4_header_length";
+    case ParseError::bad_ipv4_checksum:
+        return "bad_ipv4_checksum";
+    case ParseError::bad_ip_length:
+        return "bad_ip_length";
+    case ParseError::ip_fragment:
+        return "ip_fragment";
+    case ParseError::not_udp:
+        return "not_udp";
+    case ParseError::udp_too_short:
+        return "udp_too_short";
+    case ParseError::bad_udp_length:
+        return "bad_udp_length";
+    case ParseError::wrong_udp_port:
+        return "wrong_udp_port";
+    case ParseError::bth_too_short:
+        return "bth_too_short";
+    case ParseError::unsupported_tver:
+        return "unsupported_tver";
+    case ParseError::unknown_opcode:
+        return "unknown_opcode";
+    case ParseError::headers_too_short:
+        return "headers_too_short";
+    case ParseError::pad_exceeds_payload:
+        return "pad_exceeds_payload";
+    case ParseError::unexpected_payload:
+        return "unexpected_payload";
+    case ParseError::bad_icrc:
+        return "bad_icrc";
+    }
+    return "unknown";
+}
+
+std::string_view build_error_name(BuildError error) noexcept {
+    switch (error) {
+    case BuildError::ok:
+        return "ok";
+    case BuildError::unknown_opcode:
+        return "unknown_opcode";
+    case BuildError::payload_not_allowed:
+        return "payload_not_allowed";
+    case BuildError::too_long:
+        return "too_long";
+    case BuildError::buffer_too_small:
+        return "buffer_too_small";
+    }
+    return "unknown";
+}
+
+ParseError parse_roce_frame(std::span<const std::uint8_t> frame, ParsedFrame& out,
+                            const ParseOptions& options) noexcept {
+    out.info = nullptr;
+    out.ip_datagram = {};
+    out.payload = {};
+    if (PRDMA_UNLIKELY(decode_ethernet(frame, out.eth) != HeaderError::ok)) {
+        return fail(out, ParseError::eth_too_short);
+    }
+    const std::size_t ip_offset = out.eth.size();
+    out.ip_offset = static_cast<std::uint16_t>(ip_offset);
+
+    std::size_t ip_header_length = 0;
+    const ParseError ip_error = parse_ip(frame.subspan(ip_offset), out, options, ip_header_length);
+    if (PRDMA_UNLIKELY(ip_error != ParseError::ok)) {
+        return fail(out, ip_error);
+    }
+
+    const std::size_t udp_offset = ip_offset + ip_header_length;
+    out.udp_offset = static_cast<std::uint16_t>(udp_offset);
+    const std::span<const std::uint8_t> udp = out.ip_datagram.subspan(ip_header_length);
+    const HeaderError udp_error = decode_udp(udp, out.udp);
+    if (PRDMA_UNLIKELY(udp_error == HeaderError::too_short)) {
+        return fail(out, ParseError::udp_too_short);
+    }
+    if (PRDMA_UNLIKELY(udp_error != HeaderError::ok || out.udp.length != udp.size())) {
+        return fail(out, ParseError::bad_udp_length);
+    }
+    if (PRDMA_UNLIKELY(out.udp.dst_port != roce_udp_port)) {
+        return fail(out, ParseError::wrong_udp_port);
+    }
+
+    // BTH through ICRC.
+    const std::span<const std::uint8_t> ib = udp.subspan(udp_header_size);
+    const std::size_t bth_offset = udp_offset + udp_header_size;
+    out.bth_offset = static_cast<std::uint16_t>(bth_offset);
+    if (PRDMA_UNLIKELY(ib.size() < bth_size + icrc_size)) {
+        return fail(out, ParseError::bth_too_short);
+    }
+    decode_bth(ib, out.bth);
+    if (PRDMA_UNLIKELY(out.bth.tver != 0)) {
+        return fail(out, ParseError::unsupported_tver);
+    }
+    const OpcodeInfo& info = opcode_info(out.bth.opcode);
+    if (PRDMA_UNLIKELY(!info.valid())) {
+        return fail(out, ParseError::unknown_opcode);
+    }
+    out.info = &info;
+    const std::size_t header_length = info.header_length;
+    if (PRDMA_UNLIKELY(ib.size() < header_length + icrc_size)) {
+        return fail(out, ParseError::headers_too_short);
+    }
+    for (std::size_t i = 0; i < info.ext_count; ++i) {
+        const ExtHeader kind = info.ext[i];
+        decode_ext_header(kind, ib.subspan(info.offset_of(kind)), out);
+    }
+
+    const std::size_t after_headers = ib.size() - header_length - icrc_size; // payload + pad
+    if (PRDMA_UNLIKELY(out.bth.pad_count > after_headers)) {
+        return fail(out, ParseError::pad_exceeds_payload);
+    }
+    if (PRDMA_UNLIKELY(!info.has_payload && after_headers != 0)) {
+        return fail(out, ParseError::unexpected_payload);
+    }
+    out.payload_offset = static_cast<std::uint16_t>(bth_offset + header_length);
+    out.payload = ib.subspan(header_length, after_headers - out.bth.pad_count);
+    out.icrc = load_le32(ib.data() + ib.size() - icrc_size);
+    if (options.verify_icrc &&
+        PRDMA_UNLIKELY(compute_icrc(out.ip_datagram, options.crc_path) != out.icrc)) {
+        return fail(out, ParseError::bad_icrc);
+    }
+    out.error = ParseError::ok;
+    return ParseError::ok;
+}
+
+FrameLayout build_frame_headers(const FrameHeaders& h, std::uint32_t payload_length,
+                                std::span<std::uint8_t> out) noexcept {
+    FrameLayout layout;
+    const OpcodeInfo& info = opcode_info(h.bth.opcode);
+    if (PRDMA_UNLIKELY(!info.valid())) {
+        layout.error = BuildError::unknown_opcode;
+        return layout;
+    }
+    if (PRDMA_UNLIKELY(!info.has_payload && payload_length != 0)) {
+        layout.error = BuildError::payload_not_allowed;
+        return layout;
+    }
+    const auto pad = static_cast<std::uint8_t>((0U - payload_length) & 0x3U);
+    const bool ipv4 = h.ip_version == IpVersion::ipv4;
+    const std::size_t eth_length = h.eth.size();
+    const std::size_t ip_header_length = ipv4 ? ipv4_header_size : ipv6_header_size;
+    const std::uint64_t udp_length =
+        udp_header_size + info.header_length + std::uint64_t{payload_length} + pad + icrc_size;
+    const std::uint64_t ip_length = ip_header_length + udp_length;
+    if (PRDMA_UNLIKELY((ipv4 ? ip_length : udp_length) > 0xffff)) {
+        layout.error = BuildError::too_long;
+        return layout;
+    }
+    const auto frame_length = static_cast<std::uint32_t>(eth_length + ip_length);
+    const auto wire_length =
+        std::max(frame_length, static_cast<std::uint32_t>(ethernet_min_frame_size));
+    if (PRDMA_UNLIKELY(out.size() < wire_length)) {
+        layout.error = BuildError::buffer_too_small;
+        return layout;
+    }
+
+    EthernetHeader eth = h.eth;
+    eth.ether_type = ipv4 ? ethertype_ipv4 : ethertype_ipv6;
+    encode_ethernet(eth, out);
+    const std::span<std::uint8_t> ip = out.subspan(eth_length);
+    if (ipv4) {
+        Ipv4Header ip4 = h.ipv4;
+        ip4.total_length = static_cast<std::uint16_t>(ip_length);
+        ip4.protocol = ip_protocol_udp;
+        encode_ipv4(ip4, ip);
+    } else {
+        Ipv6Header ip6 = h.ipv6;
+        ip6.payload_length = static_cast<std::uint16_t>(udp_length);
+        ip6.next_header = ip_protocol_udp;
+        encode_ipv6(ip6, ip);
+    }
+    const UdpHeader udp{h.udp_src_port, roce_udp_port, static_cast<std::uint16_t>(udp_length), 0};
+    encode_udp(udp, ip.subspan(ip_header_length));
+    const std::span<std::uint8_t> ib = ip.subspan(ip_header_length + udp_header_size);
+    Bth bth = h.bth;
+    bth.pad_count = pad;
+    encode_bth(bth, ib);
+    for (std::size_t i = 0; i < info.ext_count; ++i) {
+        const ExtHeader kind = info.ext[i];
+        encode_ext_header(kind, h, ib.subspan(info.offset_of(kind)));
+    }
+
+    layout.ip_offset = static_cast<std::uint16_t>(eth_length);
+    layout.payload_offset = static_cast<std::uint16_t>(eth_length + ip_header_length +
+                                                       udp_header_size + info.header_length);
+    layout.payload_length = payload_length;
+    layout.pad_count = pad;
+    layout.frame_length = frame_length;
+    layout.wire_length = wire_length;
+    return layout;
+}
+
+bool finalize_frame(std::span<std::uint8_t> frame, const FrameLayout& layout,
+                    CrcPath path) noexcept {
+    // A layout that did not come from a successful build (or was edited) is refused rather than
+    // trusted with the buffer.
+    if (PRDMA_UNLIKELY(
+            !layout.ok() || layout.frame_length == 0 || frame.size() < layout.wire_length ||
+            layout.wire_length < layout.frame_length || layout.ip_offset >= layout.payload_offset ||
+            std::uint64_t{layout.payload_offset} + layout.payload_length + layout.pad_count +
+                    icrc_size !=
+                layout.frame_length)) {
+        return false;
+    }
+    std::uint8_t* p = frame.data();
+    std::memset(p + layout.payload_offset + layout.payload_length, 0, layout.pad_count);
+    if (!store_icrc(frame.subspan(layout.ip_offset, layout.frame_length - layout.ip_offset),
+                    path)) {
+        return false;
+    }
+    std::memset(p + layout.frame_length, 0, layout.wire_length - layout.frame_length);
+    return true;
+}
+
+FrameLayout build_frame(const FrameHeaders& h, std::span<const std::uint8_t> payload,
+                        std::span<std::uint8_t> out, CrcPath path) noexcept {
+    if (PRDMA_UNLIKELY(payload.size() > 0xffff)) {
+        FrameLayout layout;
+        layout.error = BuildError::too_long;
+        return layout;
+    }
+    FrameLayout layout = build_frame_headers(h, static_cast<std::uint32_t>(payload.size()), out);
+    if (PRDMA_LIKELY(layout.ok())) {
+        if (!payload.empty()) {
+            std::memcpy(out.data() + layout.payload_offset, payload.data(), payload.size());
+        }
+        finalize_frame(out, layout, path);
+    }
+    return layout;
+}
+
+FrameHeaders frame_headers_of(const ParsedFrame& parsed) noexcept {
+    FrameHeaders h;
+    h.eth = parsed.eth;
+    h.ip_version = parsed.ip_version;
+    h.ipv4 = parsed.ipv4;
+    h.ipv6 = parsed.ipv6;
+    h.udp_src_port = parsed.udp.src_port;
+    h.bth = parsed.bth;
+    h.reth = parsed.reth;
+    h.aeth = parsed.aeth;
+    h.atomic_eth = parsed.atomic_eth;
+    h.atomic_ack_eth = parsed.atomic_ack_eth;
+    h.deth = parsed.deth;
+    h.immediate = parsed.immediate;
+    h.invalidate_rkey = parsed.invalidate_rkey;
+    return h;
+}
+
+} // namespace prdma::roce
