@@ -52,9 +52,11 @@ void free_qp(QpObject* qp) {
     }
 }
 
-namespace {
+} // namespace detail
 
-void apply_qp_attr(QpAttr& current, const QpAttr& attr, std::uint32_t mask) {
+namespace driver {
+
+void merge_qp_attr(QpAttr& current, const QpAttr& attr, std::uint32_t mask) {
     if ((mask & qp_attr_access_flags) != 0) {
         current.access = attr.access;
     }
@@ -101,7 +103,9 @@ void apply_qp_attr(QpAttr& current, const QpAttr& attr, std::uint32_t mask) {
     }
 }
 
-} // namespace
+} // namespace driver
+
+namespace detail {
 
 void finish_qp_request(ContextState& context, const driver::ControlToken& token,
                        StatusCode status) {
@@ -112,7 +116,7 @@ void finish_qp_request(ContextState& context, const driver::ControlToken& token,
     QpObject* qp = it->second;
     if (token.op == ControlOp::modify_qp && qp->pending_modify) {
         if (status == StatusCode::ok) {
-            apply_qp_attr(qp->attr, qp->pending_modify->first, qp->pending_modify->second);
+            driver::merge_qp_attr(qp->attr, qp->pending_modify->first, qp->pending_modify->second);
         }
         qp->pending_modify.reset();
     } else if (token.op == ControlOp::destroy_qp && qp->destroying) {

@@ -91,7 +91,7 @@ Result<rdma::driver::QpCreated> create_qp(Device& device, const rdma::driver::Qp
     qp->caps = init.caps;
     qp->signal_all = init.signal_all;
     qp->receive_queue = WorkRing<rdma::RecvWr>(init.caps.max_recv_wr);
-    qp->send_queue = WorkRing<rdma::SendWr>(init.caps.max_send_wr);
+    qp->send_queue = WorkRing<SendWqe>(init.caps.max_send_wr);
     rdma::driver::QpCreated created{qp.get(), qp->qpn};
     *slot = std::move(qp);
     return created;
@@ -103,8 +103,18 @@ void free_qp(SwroceDevice& dev, SwroceQp* qp) {
 
 // Applies a checked modify (the class verified the transition and the mask).
 void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) {
+    rdma::driver::merge_qp_attr(qp.attr, attr, mask);
     if ((mask & rdma::qp_attr_sq_psn) != 0) {
         qp.send_psn = attr.sq_psn;
+    }
+    if ((mask & rdma::qp_attr_rq_psn) != 0) {
+        qp.expected_psn = attr.rq_psn;
+    }
+    if ((mask & rdma::qp_attr_retry_cnt) != 0) {
+        qp.retries_left = attr.retry_cnt;
+    }
+    if ((mask & rdma::qp_attr_rnr_retry) != 0) {
+        qp.rnr_retries_left = attr.rnr_retry;
     }
     if ((mask & rdma::qp_attr_dest) != 0 && attr.dest_mac) {
         qp.dest_mac = *attr.dest_mac;
@@ -120,6 +130,13 @@ void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) {
         qp.receive_queue.clear();
         qp.send_queue.clear();
         qp.dest_mac.reset();
+        qp.send_offset = 0;
+        qp.retransmit_deadline = 0;
+        qp.recv_offset = 0;
+        qp.write_entry = nullptr;
+        qp.nak_sent = false;
+        qp.ack_pending = false;
+        qp.msn = 0;
     }
 }
 
@@ -182,8 +199,8 @@ Status destroy_qp(Device& device, void* queue, const ControlToken& token) {
     return Error(StatusCode::pending, "flushing the work still queued on the QP");
 }
 
-void finish_rtr(Device& device, std::uint32_t ip, std::optional<MacAddress> mac) {
-    SwroceDevice& dev = swroce(device);
+void finish_rtr(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> mac) {
+    Device& device = *rdma::driver::device(dev.id);
     std::vector<PendingRtr> done;
     std::erase_if(dev.pending_rtr, [&](const PendingRtr& p) {
         if (p.ip != ip) {
@@ -209,40 +226,7 @@ void finish_rtr(Device& device, std::uint32_t ip, std::optional<MacAddress> mac)
     }
 }
 
-void handle_control_frames(Device& device) {
-    SwroceDevice& dev = swroce(device);
-    if (!dev.arp) {
-        return;
-    }
-    std::array<rte_mbuf*, 32> mbufs{};
-    const std::uint16_t received =
-        dev.port.receive_frames(0, mbufs.data(), static_cast<std::uint16_t>(mbufs.size()));
-    const std::uint64_t now = rte_get_tsc_cycles();
-    for (std::uint16_t i = 0; i < received; ++i) {
-        rte_mbuf* mbuf = mbufs[i];
-        const std::span<const std::uint8_t> frame(rte_pktmbuf_mtod(mbuf, const std::uint8_t*),
-                                                  rte_pktmbuf_data_len(mbuf));
-        ArpFrame reply;
-        const ArpRxResult result = dev.arp->on_frame(frame, now, reply);
-        rte_pktmbuf_free(mbuf);
-        if (result.error == ArpError::not_arp) {
-            ++dev.counters.rx_not_handled;
-            continue;
-        }
-        if (result.error != ArpError::ok) {
-            ++dev.counters.arp_errors[static_cast<std::size_t>(result.error) %
-                                      dev.counters.arp_errors.size()];
-            continue;
-        }
-        if (result.reply_ready) {
-            send_control_frame(dev, reply.view());
-            ++dev.counters.arp_replies_sent;
-        }
-        if (result.resolved) {
-            ++dev.counters.arp_resolved;
-            finish_rtr(device, result.resolved_ip, result.resolved_mac);
-        }
-    }
+void poll_arp(SwroceDevice& dev, std::uint64_t now) {
     std::array<ArpFrame, 8> retries;
     std::array<std::uint32_t, 8> failed{};
     const ArpPollResult polled = dev.arp->poll(now, retries, failed);
@@ -252,7 +236,7 @@ void handle_control_frames(Device& device) {
     }
     for (std::size_t i = 0; i < polled.failed; ++i) {
         ++dev.counters.arp_failed;
-        finish_rtr(device, failed[i], std::nullopt);
+        finish_rtr(dev, failed[i], std::nullopt);
     }
 }
 
@@ -270,7 +254,13 @@ void watch_link(Device& device) {
 void control_progress(Device& device) {
     SwroceDevice& dev = swroce(device);
     watch_link(device);
-    handle_control_frames(device);
+    // Until an lcore polls the queue groups, the control caller drives them (ARP replies, ACKs).
+    for (unsigned group = 0; group < dev.port.queue_groups(); ++group) {
+        progress_group(dev, group);
+    }
+    if (dev.arp) {
+        poll_arp(dev, rte_get_tsc_cycles());
+    }
     // Destroys wait until their queued work is flushed to the CQs; the flush happens here, on the
     // caller's poll, so the completions are visible before the destroy completes.
     std::vector<PendingDestroy> destroys;
@@ -303,6 +293,32 @@ void close_device(Device& device) {
 
 } // namespace
 
+bool handle_arp_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
+                      std::uint64_t now) noexcept {
+    if (!dev.arp) {
+        return false;
+    }
+    ArpFrame reply;
+    const ArpRxResult result = dev.arp->on_frame(frame, now, reply);
+    if (result.error == ArpError::not_arp) {
+        return false;
+    }
+    if (result.error != ArpError::ok) {
+        ++dev.counters
+              .arp_errors[static_cast<std::size_t>(result.error) % dev.counters.arp_errors.size()];
+        return true;
+    }
+    if (result.reply_ready) {
+        send_control_frame(dev, reply.view());
+        ++dev.counters.arp_replies_sent;
+    }
+    if (result.resolved) {
+        ++dev.counters.arp_resolved;
+        finish_rtr(dev, result.resolved_ip, result.resolved_mac);
+    }
+    return true;
+}
+
 bool SwroceCq::push(const rdma::WorkCompletion& wc) noexcept {
     if (PRDMA_UNLIKELY(ring.full())) {
         ++overflows;
@@ -324,13 +340,15 @@ void flush_queues(SwroceQp& qp) noexcept {
     }
     while (!qp.send_queue.empty()) {
         rdma::WorkCompletion wc;
-        wc.wr_id = qp.send_queue.front().wr_id;
+        wc.wr_id = qp.send_queue.front().wr.wr_id;
         wc.status = rdma::WcStatus::wr_flush_error;
-        wc.opcode = rdma::WcOpcode::send;
+        wc.opcode = wc_opcode_of(qp.send_queue.front().wr.opcode);
         wc.qpn = qp.qpn;
         qp.send_cq->push(wc);
         qp.send_queue.pop();
     }
+    qp.send_offset = 0;
+    qp.retransmit_deadline = 0;
 }
 
 const rdma::driver::DeviceOps swroce_ops = {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include <prdma/rdmadev/driver.hpp>
@@ -29,6 +30,24 @@ struct SwroceCq {
     bool push(const rdma::WorkCompletion& wc) noexcept;
 };
 
+inline constexpr std::uint32_t max_send_sge = 16;
+inline constexpr std::uint32_t max_inline_data = 256;
+
+// A send-queue entry: the WR with what must outlive the post (its SGEs, its inline payload) and
+// the requester's progress on it.
+struct SendWqe {
+    rdma::SendWr wr;
+    std::array<rdma::Sge, max_send_sge> sges{};
+    std::array<const mem::KeyEntry*, max_send_sge> entries{}; // checked lkeys, in SGE order
+    std::array<std::uint8_t, max_inline_data> inline_data{};
+    std::uint32_t length = 0;    // message bytes
+    std::uint32_t first_psn = 0; // assigned when first transmitted
+    std::uint32_t psn_span = 0;
+    std::uint32_t next_packet = 0; // next packet of this WQE to (re)transmit
+    bool assigned = false;         // first_psn / psn_span are set
+    bool checked = false;          // SGE lkeys verified
+};
+
 struct SwroceQp {
     SwroceDevice* device = nullptr;
     std::uint32_t qpn = 0;
@@ -42,8 +61,24 @@ struct SwroceQp {
     rdma::QpAttr attr{};
     std::optional<MacAddress> dest_mac;
     WorkRing<rdma::RecvWr> receive_queue;
-    WorkRing<rdma::SendWr> send_queue;
-    std::uint32_t send_psn = 0;
+    WorkRing<SendWqe> send_queue;
+    std::uint32_t send_psn = 0;            // next PSN to assign to a new message
+    std::uint32_t send_offset = 0;         // WQEs from the head already fully transmitted
+    std::uint64_t retransmit_deadline = 0; // TSC; 0 = nothing unacknowledged
+    int retries_left = 0;
+    int rnr_retries_left = 0;
+    std::uint64_t rnr_resume = 0; // TSC at which an RNR-NAKed transmission may resume
+    // Responder.
+    std::uint32_t expected_psn = 0;
+    std::uint32_t msn = 0;
+    std::uint32_t recv_offset = 0; // bytes of the current SEND placed in the receive WQE
+    const mem::KeyEntry* write_entry = nullptr; // the checked rkey of the WRITE in progress
+    std::uint64_t write_va = 0;
+    std::uint32_t write_length = 0;
+    bool nak_sent = false; // one sequence NAK per gap
+    bool ack_pending = false;
+    std::uint32_t ack_psn = 0;
+    std::uint8_t ack_syndrome = 0;
     StatusCode post_error = StatusCode::ok; // why the last post took fewer WRs than offered
     bool destroying = false;
 };
@@ -62,6 +97,16 @@ struct PendingDestroy {
 };
 
 struct SwroceCounters {
+    std::uint64_t rx_packets = 0;
+    std::uint64_t tx_packets = 0;
+    std::uint64_t rx_bad_frame = 0; // failed lib/roce parsing (bad ICRC included)
+    std::uint64_t rx_bad_icrc = 0;
+    std::uint64_t rx_unknown_qp = 0;
+    std::uint64_t duplicates = 0;
+    std::uint64_t naks_sent = 0;
+    std::uint64_t naks_received = 0;
+    std::uint64_t retransmissions = 0;
+    std::uint64_t tx_no_mbuf = 0;
     std::uint64_t arp_requests_sent = 0;
     std::uint64_t arp_replies_sent = 0;
     std::uint64_t arp_resolved = 0;
@@ -96,6 +141,26 @@ struct SwroceDevice {
     }
 };
 
+constexpr rdma::WcOpcode wc_opcode_of(rdma::WrOpcode op) noexcept {
+    switch (op) {
+    case rdma::WrOpcode::rdma_write:
+    case rdma::WrOpcode::rdma_write_with_imm:
+        return rdma::WcOpcode::rdma_write;
+    case rdma::WrOpcode::rdma_read:
+        return rdma::WcOpcode::rdma_read;
+    case rdma::WrOpcode::atomic_cmp_swap:
+        return rdma::WcOpcode::atomic_cmp_swap;
+    case rdma::WrOpcode::atomic_fetch_add:
+        return rdma::WcOpcode::atomic_fetch_add;
+    case rdma::WrOpcode::fast_reg:
+        return rdma::WcOpcode::fast_reg;
+    case rdma::WrOpcode::local_inv:
+        return rdma::WcOpcode::local_inv;
+    default:
+        return rdma::WcOpcode::send;
+    }
+}
+
 // Control ops (swroce_control.cpp) and fast path (swroce_fastpath.cpp).
 extern const rdma::driver::DeviceOps swroce_ops;
 std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16_t count);
@@ -104,5 +169,14 @@ std::uint16_t swroce_poll_cq(void* queue, rdma::WorkCompletion* wcs, std::uint16
 
 // Moves every queued WR of `qp` to its CQs as a flush error (QP in ERR, or being destroyed).
 void flush_queues(SwroceQp& qp) noexcept;
+
+// The data path (swroce_engine.cpp): receive, protocol, transmit and timers for one queue group;
+// and the requester of one QP right after a post that rings the doorbell.
+void progress_group(SwroceDevice& dev, unsigned group) noexcept;
+void kick_requester(SwroceQp& qp) noexcept;
+// ARP on the data path (swroce_control.cpp): answers requests for our address and finishes
+// pending RTRs; returns false for a frame that is not ARP.
+bool handle_arp_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
+                      std::uint64_t now) noexcept;
 
 } // namespace prdma::swroce

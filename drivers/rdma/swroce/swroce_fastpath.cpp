@@ -1,6 +1,7 @@
-// swroce's fast-path entry points. The RoCEv2 engine (requester/responder/completer) plugs in
-// here; until it does, receives are queued (and flushed on error or destroy) and sends report
-// not_supported through post_error.
+// swroce's fast-path entry points: posts queue work and ring the requester; a CQ poll drives its
+// queue group (swroce_engine.cpp) and returns completions.
+#include <cstring>
+
 #include <prdma/compiler.hpp>
 
 #include "swroce_device.hpp"
@@ -32,26 +33,114 @@ std::uint16_t swroce_post_recv(void* queue, const rdma::RecvWr* wrs, std::uint16
     return taken;
 }
 
+namespace {
+
+// Why a WR cannot be taken at all (the QP stays as it is); ok to queue it.
+StatusCode admit(const SwroceQp& qp, const rdma::SendWr& wr) noexcept {
+    switch (wr.opcode) {
+    case rdma::WrOpcode::send:
+    case rdma::WrOpcode::send_with_imm:
+    case rdma::WrOpcode::send_with_inv:
+    case rdma::WrOpcode::rdma_write:
+    case rdma::WrOpcode::rdma_write_with_imm:
+        break;
+    default:
+        return StatusCode::not_supported; // READ, atomics, FAST_REG, LOCAL_INV: next milestone
+    }
+    if (PRDMA_UNLIKELY(wr.num_sge > qp.caps.max_send_sge || wr.num_sge > max_send_sge)) {
+        return StatusCode::invalid_parameter;
+    }
+    return StatusCode::ok;
+}
+
+// Copies what must outlive the post: the SGEs (the caller's sg_list is only valid during the
+// call) and, for inline sends, the payload itself.
+bool fill_wqe(const SwroceQp& qp, const rdma::SendWr& wr, SendWqe& wqe) noexcept {
+    wqe.wr = wr;
+    wqe.assigned = false;
+    wqe.checked = false;
+    wqe.next_packet = 0;
+    const rdma::Sge* sges = wr.sges();
+    std::uint64_t length = 0;
+    for (std::uint32_t i = 0; i < wr.num_sge; ++i) {
+        wqe.sges[i] = sges[i];
+        length += sges[i].length;
+    }
+    if ((wr.flags & rdma::send_inline) != 0) {
+        if (length > qp.caps.max_inline_data || length > max_inline_data) {
+            return false;
+        }
+        std::uint32_t at = 0;
+        for (std::uint32_t i = 0; i < wr.num_sge; ++i) {
+            std::memcpy(wqe.inline_data.data() + at, reinterpret_cast<const void*>(sges[i].addr),
+                        sges[i].length);
+            at += sges[i].length;
+        }
+    }
+    if (length > (1ULL << 31)) {
+        return false;
+    }
+    wqe.length = static_cast<std::uint32_t>(length);
+    return true;
+}
+
+} // namespace
+
 std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16_t count) {
     auto& qp = *static_cast<SwroceQp*>(queue);
     if (qp.state == rdma::QpState::err && !qp.destroying) {
         std::uint16_t taken = 0;
         for (; taken < count && !qp.send_queue.full(); ++taken) {
-            qp.send_queue.push_slot() = wrs[taken];
+            SendWqe& wqe = qp.send_queue.push_slot();
+            wqe.wr = wrs[taken];
         }
         flush_queues(qp);
         return taken;
     }
-    if (qp.state != rdma::QpState::rts && qp.state != rdma::QpState::sqd) {
+    if (PRDMA_UNLIKELY(qp.state != rdma::QpState::rts && qp.state != rdma::QpState::sqd)) {
         qp.post_error = StatusCode::not_connected;
         return 0;
     }
-    qp.post_error = StatusCode::not_supported;
-    return 0;
+    std::uint16_t taken = 0;
+    bool ring = false;
+    for (; taken < count; ++taken) {
+        const rdma::SendWr& wr = wrs[taken];
+        if (PRDMA_UNLIKELY(qp.send_queue.full())) {
+            qp.post_error = StatusCode::no_resources;
+            break;
+        }
+        if (const StatusCode admitted = admit(qp, wr); PRDMA_UNLIKELY(admitted != StatusCode::ok)) {
+            qp.post_error = admitted;
+            break;
+        }
+        SendWqe& wqe = qp.send_queue.push_slot();
+        if (PRDMA_UNLIKELY(!fill_wqe(qp, wr, wqe))) {
+            // Taken, then failed: an error completion and the QP to ERR, as a NIC would.
+            wqe.wr.opcode = wr.opcode;
+            rdma::WorkCompletion wc;
+            wc.wr_id = wr.wr_id;
+            wc.status = rdma::WcStatus::local_length_error;
+            wc.opcode = wc_opcode_of(wr.opcode);
+            wc.qpn = qp.qpn;
+            qp.send_queue.pop_back();
+            qp.send_cq->push(wc);
+            qp.state = rdma::QpState::err;
+            qp.attr.state = rdma::QpState::err;
+            flush_queues(qp);
+            return static_cast<std::uint16_t>(taken + 1);
+        }
+        // NDK DEFER: queue now, transmit with the next post that rings.
+        ring = (wr.flags & rdma::send_defer) == 0;
+    }
+    if (ring) {
+        kick_requester(qp);
+    }
+    return taken;
 }
 
 std::uint16_t swroce_poll_cq(void* queue, rdma::WorkCompletion* wcs, std::uint16_t count) {
     auto& cq = *static_cast<SwroceCq*>(queue);
+    progress_group(*cq.device, cq.queue_group);
     std::uint16_t n = 0;
     for (; n < count && !cq.ring.empty(); ++n) {
         wcs[n] = cq.ring.front();

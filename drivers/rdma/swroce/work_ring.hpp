@@ -26,6 +26,8 @@ public:
     [[nodiscard]] T& front() noexcept { return slots_[head_ & mask_]; }
     [[nodiscard]] T& at(std::uint32_t offset) noexcept { return slots_[(head_ + offset) & mask_]; }
     void pop() noexcept { ++head_; }
+    // Takes back the last push_slot() (a WR that failed while being queued).
+    void pop_back() noexcept { --tail_; }
     void clear() noexcept { head_ = tail_; }
 
 private:

@@ -115,6 +115,10 @@ using VdevProbe = int (*)(rte_device* device, const char* name, const char* args
 using VdevRemove = int (*)(rte_device* device, const char* name);
 void register_vdev_driver(const char* name, VdevProbe probe, VdevRemove remove);
 
+// Applies the fields `mask` names from `attr` to `current` (what modify_qp means); the class uses
+// it for its copy, a driver for its own.
+void merge_qp_attr(QpAttr& current, const QpAttr& attr, std::uint32_t mask);
+
 // Why a probe failed, for create_device() to return (EAL only sees an errno).
 void report_probe_error(const char* device_name, const Error& error);
 

@@ -1,0 +1,618 @@
+// The RC engine: requester (WQE -> packets), responder (packets -> memory, receive completions,
+// ACK/NAK), completer (ACK/NAK -> send completions, go-back-N retransmission). Runs to completion
+// on the lcore that polls the queue group; nothing here allocates, locks or throws.
+#include <algorithm>
+#include <cstring>
+
+#include <rte_cycles.h>
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+
+#include <prdma/roce/packet.hpp>
+#include <prdma/roce/psn.hpp>
+
+#include "segmenter.hpp"
+#include "swroce_device.hpp"
+
+namespace prdma::swroce {
+
+namespace {
+
+constexpr std::uint16_t burst_size = 32;
+
+// Transmit batch of one progress call.
+struct TxBatch {
+    std::array<rte_mbuf*, 64> mbufs{};
+    std::uint16_t count = 0;
+    [[nodiscard]] bool full() const noexcept { return count == mbufs.size(); }
+};
+
+std::uint32_t peer_ipv4(const SwroceQp& qp) noexcept {
+    const auto& raw = qp.attr.dest_gid.raw;
+    return (std::uint32_t{raw[12]} << 24) | (std::uint32_t{raw[13]} << 16) |
+           (std::uint32_t{raw[14]} << 8) | raw[15];
+}
+
+// IBTA: transport timer 4.096 us x 2^timeout; 0 means infinite.
+std::uint64_t transport_timeout_cycles(const SwroceQp& qp) noexcept {
+    if (qp.attr.timeout == 0) {
+        return 0;
+    }
+    const double seconds =
+        4.096e-6 * static_cast<double>(1ULL << std::min<unsigned>(qp.attr.timeout, 31));
+    return static_cast<std::uint64_t>(seconds * static_cast<double>(qp.device->tsc_hz));
+}
+
+// IBTA RNR NAK timer codes (table 45), in microseconds; code 0 is 655.36 ms.
+std::uint64_t rnr_timer_cycles(const SwroceDevice& dev, std::uint8_t code) noexcept {
+    static constexpr std::uint32_t micros[32] = {
+        655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,   320,
+        480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240, 15360,
+        20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
+    return micros[code & 31U] * dev.tsc_hz / 1'000'000;
+}
+
+roce::FrameHeaders headers_for(const SwroceQp& qp, roce::Opcode opcode,
+                               std::uint32_t psn) noexcept {
+    const SwroceDevice& dev = *qp.device;
+    roce::FrameHeaders h;
+    h.eth.dst = *qp.dest_mac;
+    h.eth.src = dev.port.mac();
+    h.ip_version = roce::IpVersion::ipv4;
+    h.ipv4.src = dev.args.ip.ipv4_host_order();
+    h.ipv4.dst = peer_ipv4(qp);
+    // Per-QP source port: ECMP entropy, as rxe and RoCE NICs spread flows.
+    h.udp_src_port = static_cast<std::uint16_t>(0xc000U | (qp.qpn & 0x3fffU));
+    h.bth.opcode = opcode;
+    h.bth.dest_qp = qp.attr.dest_qpn;
+    h.bth.psn = psn & roce::psn_mask;
+    return h;
+}
+
+// Copies `length` bytes at `offset` of the WQE's message into `out`, through its checked lkeys.
+void gather(const SendWqe& wqe, std::uint32_t offset, std::uint32_t length,
+            std::uint8_t* out) noexcept {
+    if ((wqe.wr.flags & rdma::send_inline) != 0) {
+        std::memcpy(out, wqe.inline_data.data() + offset, length);
+        return;
+    }
+    for (std::uint32_t i = 0; i < wqe.wr.num_sge && length > 0; ++i) {
+        const rdma::Sge& sge = wqe.sges[i];
+        if (offset >= sge.length) {
+            offset -= sge.length;
+            continue;
+        }
+        const std::uint32_t take = std::min(length, sge.length - offset);
+        const mem::KeyEntry& entry = *wqe.entries[i];
+        const std::uint64_t addr = sge.addr + offset;
+        if (entry.identity) {
+            std::memcpy(out, reinterpret_cast<const void*>(addr), take);
+        } else {
+            mem::TranslationTable::Cursor cursor(*entry.table, addr, take);
+            std::uint8_t* dst = out;
+            for (mem::Chunk chunk; cursor.next(chunk);) {
+                std::memcpy(dst, chunk.host, chunk.length);
+                dst += chunk.length;
+            }
+        }
+        out += take;
+        length -= take;
+        offset = 0;
+    }
+}
+
+// Copies `length` bytes to a checked region address (identity or through its table).
+void place(const mem::KeyEntry& entry, std::uint64_t addr, const std::uint8_t* data,
+           std::uint32_t length) noexcept {
+    if (entry.identity) {
+        std::memcpy(reinterpret_cast<void*>(addr), data, length);
+        return;
+    }
+    mem::TranslationTable::Cursor cursor(*entry.table, addr, length);
+    for (mem::Chunk chunk; cursor.next(chunk);) {
+        std::memcpy(chunk.host, data, chunk.length);
+        data += chunk.length;
+    }
+}
+
+bool emit(SwroceQp& qp, TxBatch& tx, const roce::FrameHeaders& h, const SendWqe* wqe,
+          std::uint32_t offset, std::uint32_t length) noexcept {
+    SwroceDevice& dev = *qp.device;
+    rte_mempool* pool = dev.port.mempool(qp.queue_group);
+    rte_mbuf* mbuf = pool != nullptr ? rte_pktmbuf_alloc(pool) : nullptr;
+    if (PRDMA_UNLIKELY(mbuf == nullptr)) {
+        ++dev.counters.tx_no_mbuf;
+        return false;
+    }
+    const std::span<std::uint8_t> room(rte_pktmbuf_mtod(mbuf, std::uint8_t*),
+                                       rte_pktmbuf_tailroom(mbuf));
+    const roce::FrameLayout layout = roce::build_frame_headers(h, length, room);
+    if (PRDMA_UNLIKELY(!layout.ok())) {
+        rte_pktmbuf_free(mbuf);
+        return false;
+    }
+    if (length > 0) {
+        gather(*wqe, offset, length, room.data() + layout.payload_offset);
+    }
+    roce::finalize_frame(room.first(layout.wire_length), layout);
+    mbuf->data_len = static_cast<std::uint16_t>(layout.wire_length);
+    mbuf->pkt_len = layout.wire_length;
+    tx.mbufs[tx.count++] = mbuf;
+    ++dev.counters.tx_packets;
+    return true;
+}
+
+void complete_send(SwroceQp& qp, const SendWqe& wqe, rdma::WcStatus status) noexcept {
+    const bool signaled = qp.signal_all || (wqe.wr.flags & rdma::send_signaled) != 0;
+    if (status == rdma::WcStatus::success && !signaled) {
+        return; // silent success
+    }
+    rdma::WorkCompletion wc;
+    wc.wr_id = wqe.wr.wr_id;
+    wc.status = status;
+    wc.opcode = wc_opcode_of(wqe.wr.opcode);
+    wc.byte_len = wqe.length;
+    wc.qpn = qp.qpn;
+    qp.send_cq->push(wc);
+}
+
+// The QP goes to ERR with `status` for the head WQE; everything queued is flushed (IBTA 10.3.1).
+void fail_qp(SwroceQp& qp, rdma::WcStatus status, std::uint32_t vendor_error = 0) noexcept {
+    if (!qp.send_queue.empty()) {
+        rdma::WorkCompletion wc;
+        wc.wr_id = qp.send_queue.front().wr.wr_id;
+        wc.status = status;
+        wc.opcode = wc_opcode_of(qp.send_queue.front().wr.opcode);
+        wc.qpn = qp.qpn;
+        wc.vendor_error = vendor_error;
+        qp.send_cq->push(wc);
+        qp.send_queue.pop();
+    }
+    qp.state = rdma::QpState::err;
+    qp.attr.state = rdma::QpState::err;
+    flush_queues(qp);
+}
+
+// Checks every SGE's lkey once, when the WQE is first transmitted.
+bool check_local_keys(SwroceQp& qp, SendWqe& wqe) noexcept {
+    if (wqe.checked || (wqe.wr.flags & rdma::send_inline) != 0) {
+        wqe.checked = true;
+        return true;
+    }
+    const mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
+    for (std::uint32_t i = 0; i < wqe.wr.num_sge; ++i) {
+        const rdma::Sge& sge = wqe.sges[i];
+        const mem::KeyEntry* entry = nullptr;
+        const mem::KeyCheck check = registry.check(
+            {sge.lkey, qp.pd, qp.qpn, mem::access_local_read, sge.addr, sge.length}, &entry);
+        if (check != mem::KeyCheck::ok) {
+            fail_qp(qp, rdma::WcStatus::local_protection_error, static_cast<std::uint32_t>(check));
+            return false;
+        }
+        wqe.entries[i] = entry;
+    }
+    wqe.checked = true;
+    return true;
+}
+
+void arm_timer(SwroceQp& qp, std::uint64_t now) noexcept {
+    const std::uint64_t timeout = transport_timeout_cycles(qp);
+    qp.retransmit_deadline = timeout == 0 ? 0 : now + timeout;
+}
+
+// Transmits what the send queue holds beyond what is already on the wire.
+void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
+    if (qp.state != rdma::QpState::rts || !qp.dest_mac || qp.rnr_resume > now) {
+        return;
+    }
+    const std::uint32_t mtu = rdma::mtu_bytes(qp.attr.path_mtu);
+    while (qp.send_offset < qp.send_queue.size() && !tx.full()) {
+        SendWqe& wqe = qp.send_queue.at(qp.send_offset);
+        if (!check_local_keys(qp, wqe)) {
+            return;
+        }
+        const Segmenter segments(wqe.wr.opcode, wqe.length, mtu);
+        if (!wqe.assigned) {
+            wqe.first_psn = qp.send_psn;
+            wqe.psn_span = segments.psn_span();
+            qp.send_psn = roce::psn_add(qp.send_psn, wqe.psn_span);
+            wqe.assigned = true;
+        }
+        while (wqe.next_packet < segments.packet_count() && !tx.full()) {
+            const PacketPlan plan = segments.packet(wqe.next_packet);
+            roce::FrameHeaders h =
+                headers_for(qp, plan.opcode, roce::psn_add(wqe.first_psn, wqe.next_packet));
+            const auto& info = roce::opcode_info(plan.opcode);
+            h.bth.ack_req = plan.last;
+            h.bth.solicited = plan.last && (wqe.wr.flags & rdma::send_solicited) != 0;
+            if (info.has(roce::ExtHeader::reth)) {
+                h.reth = {wqe.wr.rdma.remote_addr, wqe.wr.rdma.rkey, wqe.length};
+            }
+            if (info.has(roce::ExtHeader::immdt)) {
+                h.immediate = wqe.wr.imm_or_invalidate;
+            }
+            if (info.has(roce::ExtHeader::ieth)) {
+                h.invalidate_rkey = wqe.wr.imm_or_invalidate;
+            }
+            if (!emit(qp, tx, h, &wqe, plan.offset, plan.length)) {
+                return;
+            }
+            ++wqe.next_packet;
+            if (qp.retransmit_deadline == 0) {
+                arm_timer(qp, now);
+            }
+        }
+        if (wqe.next_packet < segments.packet_count()) {
+            return; // batch full
+        }
+        ++qp.send_offset;
+    }
+}
+
+// Go back N: retransmit from the first unacknowledged packet of the head WQE.
+void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept {
+    for (std::uint32_t i = 0; i < qp.send_queue.size(); ++i) {
+        SendWqe& wqe = qp.send_queue.at(i);
+        if (!wqe.assigned) {
+            break;
+        }
+        const std::int32_t into = roce::psn_diff(from_psn, wqe.first_psn);
+        wqe.next_packet = i == 0 && into > 0 ? static_cast<std::uint32_t>(into) : 0;
+    }
+    qp.send_offset = 0;
+    ++qp.device->counters.retransmissions;
+}
+
+void send_ack(SwroceQp& qp, TxBatch& tx) noexcept {
+    roce::FrameHeaders h = headers_for(qp, roce::Opcode::rc_acknowledge, qp.ack_psn);
+    h.aeth = {qp.ack_syndrome, qp.msn & roce::psn_mask};
+    if (emit(qp, tx, h, nullptr, 0, 0)) {
+        qp.ack_pending = false;
+    }
+}
+
+void queue_ack(SwroceQp& qp, std::uint32_t psn, std::uint8_t syndrome) noexcept {
+    // An error NAK waiting to go out is never displaced by a later ACK or RNR NAK: the requester
+    // must learn which WR failed.
+    if (qp.ack_pending && roce::aeth_type(qp.ack_syndrome) == roce::AckType::nak) {
+        return;
+    }
+    qp.ack_pending = true;
+    qp.ack_psn = psn;
+    qp.ack_syndrome = syndrome;
+}
+
+void queue_nak(SwroceQp& qp, roce::NakCode code, std::uint32_t psn) noexcept {
+    queue_ack(qp, psn, roce::nak_syndrome(code));
+    ++qp.device->counters.naks_sent;
+}
+
+// ---- responder ------------------------------------------------------------------------------
+
+void complete_receive(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint32_t byte_len,
+                      rdma::WcOpcode opcode) noexcept {
+    rdma::WorkCompletion wc;
+    wc.wr_id = qp.receive_queue.front().wr_id;
+    wc.status = rdma::WcStatus::success;
+    wc.opcode = opcode;
+    wc.byte_len = byte_len;
+    wc.qpn = qp.qpn;
+    wc.src_qpn = qp.attr.dest_qpn;
+    if (frame.has(roce::ExtHeader::immdt)) {
+        wc.flags |= rdma::wc_with_imm;
+        wc.imm_or_invalidated = frame.immediate;
+    }
+    if (frame.has(roce::ExtHeader::ieth)) {
+        wc.flags |= rdma::wc_with_inv;
+        wc.imm_or_invalidated = frame.invalidate_rkey;
+    }
+    qp.receive_queue.pop();
+    qp.recv_cq->push(wc);
+}
+
+// Scatters a SEND payload into the head receive WQE; false on a local length/protection error.
+bool scatter(SwroceQp& qp, std::span<const std::uint8_t> payload) noexcept {
+    const rdma::RecvWr& wr = qp.receive_queue.front();
+    const rdma::Sge* sges = wr.sges();
+    const mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
+    std::uint32_t skip = qp.recv_offset;
+    std::size_t done = 0;
+    for (std::uint32_t i = 0; i < wr.num_sge && done < payload.size(); ++i) {
+        const rdma::Sge& sge = sges[i];
+        if (skip >= sge.length) {
+            skip -= sge.length;
+            continue;
+        }
+        const auto take = static_cast<std::uint32_t>(
+            std::min<std::size_t>(payload.size() - done, sge.length - skip));
+        const mem::KeyEntry* entry = nullptr;
+        if (registry.check(
+                {sge.lkey, qp.pd, qp.qpn, mem::access_local_write, sge.addr + skip, take},
+                &entry) != mem::KeyCheck::ok) {
+            return false;
+        }
+        place(*entry, sge.addr + skip, payload.data() + done, take);
+        done += take;
+        skip = 0;
+    }
+    if (done < payload.size()) {
+        return false; // the message is longer than the receive buffers
+    }
+    qp.recv_offset += static_cast<std::uint32_t>(payload.size());
+    return true;
+}
+
+void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
+    const std::uint32_t psn = frame.bth.psn;
+    const std::int32_t delta = roce::psn_diff(psn, qp.expected_psn);
+    if (delta < 0) {
+        // A duplicate: the ACK was lost or late. Re-acknowledge what we have.
+        ++qp.device->counters.duplicates;
+        queue_ack(qp, roce::psn_sub(qp.expected_psn, 1), roce::ack_syndrome());
+        return;
+    }
+    if (delta > 0) {
+        if (!qp.nak_sent) {
+            qp.nak_sent = true;
+            queue_nak(qp, roce::NakCode::psn_sequence_error, qp.expected_psn);
+        }
+        return;
+    }
+    const roce::OpcodeInfo& info = *frame.info;
+    const bool first =
+        info.position == roce::Position::first || info.position == roce::Position::only;
+    const bool last =
+        info.position == roce::Position::last || info.position == roce::Position::only;
+    const mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
+
+    if (info.operation == roce::Operation::send) {
+        if (first) {
+            if (qp.receive_queue.empty()) {
+                queue_ack(qp, psn, roce::rnr_nak_syndrome(qp.attr.min_rnr_timer));
+                ++qp.device->counters.naks_sent;
+                return; // not consumed: the requester resends after the RNR timer
+            }
+            qp.recv_offset = 0;
+        }
+        if (!scatter(qp, frame.payload)) {
+            rdma::WorkCompletion wc;
+            wc.wr_id = qp.receive_queue.front().wr_id;
+            wc.status = rdma::WcStatus::local_length_error;
+            wc.opcode = rdma::WcOpcode::recv;
+            wc.qpn = qp.qpn;
+            qp.receive_queue.pop();
+            qp.recv_cq->push(wc);
+            queue_nak(qp, roce::NakCode::invalid_request, psn);
+            return;
+        }
+        if (last) {
+            if (frame.has(roce::ExtHeader::ieth)) {
+                (void)rdma::driver::device(qp.device->id)
+                    ->registry->invalidate(frame.invalidate_rkey, qp.pd);
+            }
+            complete_receive(qp, frame, qp.recv_offset, rdma::WcOpcode::recv);
+            ++qp.msn;
+        }
+    } else if (info.operation == roce::Operation::rdma_write) {
+        if (first) {
+            const mem::KeyEntry* entry = nullptr;
+            const mem::KeyCheck check =
+                registry.check({frame.reth.rkey, qp.pd, qp.qpn, mem::access_remote_write,
+                                frame.reth.va, frame.reth.dma_length},
+                               &entry);
+            if (check != mem::KeyCheck::ok || (qp.attr.access & mem::access_remote_write) == 0) {
+                // The requester fails this WR and flushes the rest; what follows it here is
+                // neither executed nor NAKed again (ePSN stays, nak_sent suppresses NAKs).
+                queue_nak(qp, roce::NakCode::remote_access_error, psn);
+                qp.nak_sent = true;
+                return;
+            }
+            qp.write_entry = entry;
+            qp.write_va = frame.reth.va;
+            qp.write_length = frame.reth.dma_length;
+        }
+        if (qp.write_entry == nullptr || frame.payload.size() > qp.write_length) {
+            queue_nak(qp, roce::NakCode::invalid_request, psn);
+            return;
+        }
+        place(*qp.write_entry, qp.write_va, frame.payload.data(),
+              static_cast<std::uint32_t>(frame.payload.size()));
+        qp.write_va += frame.payload.size();
+        qp.write_length -= static_cast<std::uint32_t>(frame.payload.size());
+        if (last) {
+            if (frame.has(roce::ExtHeader::immdt)) {
+                if (qp.receive_queue.empty()) {
+                    queue_ack(qp, psn, roce::rnr_nak_syndrome(qp.attr.min_rnr_timer));
+                    return;
+                }
+                complete_receive(qp, frame,
+                                 first ? frame.reth.dma_length
+                                       : static_cast<std::uint32_t>(frame.payload.size()),
+                                 rdma::WcOpcode::recv_rdma_with_imm);
+            }
+            qp.write_entry = nullptr;
+            ++qp.msn;
+        }
+    } else {
+        // READ and atomics come with the next milestone of the engine.
+        queue_nak(qp, roce::NakCode::invalid_request, psn);
+        return;
+    }
+    qp.nak_sent = false;
+    qp.expected_psn = roce::psn_next(psn);
+    if (frame.bth.ack_req) {
+        queue_ack(qp, psn, roce::ack_syndrome());
+    }
+}
+
+// ---- completer ------------------------------------------------------------------------------
+
+// Completes, in order, every transmitted WQE whose last PSN is at or before `psn`.
+void acknowledge(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
+    bool progress = false;
+    while (!qp.send_queue.empty() && qp.send_offset > 0) {
+        SendWqe& wqe = qp.send_queue.front();
+        const std::uint32_t last_psn = roce::psn_add(wqe.first_psn, wqe.psn_span - 1);
+        if (roce::psn_after(last_psn, psn)) {
+            break;
+        }
+        complete_send(qp, wqe, rdma::WcStatus::success);
+        qp.send_queue.pop();
+        --qp.send_offset;
+        progress = true;
+    }
+    if (progress) {
+        qp.retries_left = qp.attr.retry_cnt;
+        qp.rnr_retries_left = qp.attr.rnr_retry;
+    }
+    if (qp.send_offset == 0 && (qp.send_queue.empty() || qp.send_queue.front().next_packet == 0)) {
+        qp.retransmit_deadline = 0;
+    } else if (progress) {
+        arm_timer(qp, now);
+    }
+}
+
+void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) noexcept {
+    if (frame.opcode() != roce::Opcode::rc_acknowledge) {
+        return; // READ responses and atomic ACKs: next milestone
+    }
+    const std::uint32_t psn = frame.bth.psn;
+    // Any response shows the peer is alive: the transport timer starts over (IBTA 9.7.6.1.3).
+    if (qp.retransmit_deadline != 0) {
+        arm_timer(qp, now);
+    }
+    switch (roce::classify_aeth(frame.aeth.syndrome)) {
+    case roce::AethClass::ack:
+        acknowledge(qp, psn, now);
+        return;
+    case roce::AethClass::rnr_nak:
+        ++qp.device->counters.naks_received;
+        acknowledge(qp, roce::psn_sub(psn, 1), now);
+        if (qp.attr.rnr_retry != 7 && qp.rnr_retries_left-- <= 0) {
+            fail_qp(qp, rdma::WcStatus::rnr_retry_exceeded);
+            return;
+        }
+        qp.rnr_resume = now + rnr_timer_cycles(*qp.device, roce::aeth_value(frame.aeth.syndrome));
+        rewind(qp, psn);
+        // No transport timeout while the responder asked us to wait; resending re-arms it.
+        qp.retransmit_deadline = 0;
+        return;
+    case roce::AethClass::nak_psn_sequence_error:
+        ++qp.device->counters.naks_received;
+        acknowledge(qp, roce::psn_sub(psn, 1), now);
+        rewind(qp, psn);
+        return;
+    case roce::AethClass::nak_remote_access_error:
+        ++qp.device->counters.naks_received;
+        acknowledge(qp, roce::psn_sub(psn, 1), now);
+        fail_qp(qp, rdma::WcStatus::remote_access_error);
+        return;
+    case roce::AethClass::nak_remote_operational_error:
+        ++qp.device->counters.naks_received;
+        acknowledge(qp, roce::psn_sub(psn, 1), now);
+        fail_qp(qp, rdma::WcStatus::remote_operation_error);
+        return;
+    default:
+        ++qp.device->counters.naks_received;
+        acknowledge(qp, roce::psn_sub(psn, 1), now);
+        fail_qp(qp, rdma::WcStatus::remote_invalid_request_error);
+        return;
+    }
+}
+
+void check_timer(SwroceQp& qp, std::uint64_t now) noexcept {
+    if (qp.retransmit_deadline == 0 || now < qp.retransmit_deadline) {
+        return;
+    }
+    if (qp.retries_left-- <= 0) {
+        fail_qp(qp, rdma::WcStatus::retry_exceeded);
+        return;
+    }
+    rewind(qp, qp.send_queue.empty() ? qp.send_psn : qp.send_queue.front().first_psn);
+    arm_timer(qp, now);
+}
+
+void handle_frame(SwroceDevice& dev, std::span<const std::uint8_t> bytes,
+                  std::uint64_t now) noexcept {
+    ++dev.counters.rx_packets;
+    if (handle_arp_frame(dev, bytes, now)) {
+        return;
+    }
+    roce::ParsedFrame frame;
+    if (roce::parse_roce_frame(bytes, frame) != roce::ParseError::ok) {
+        ++dev.counters.rx_bad_frame;
+        dev.counters.rx_bad_icrc += frame.error == roce::ParseError::bad_icrc ? 1 : 0;
+        return;
+    }
+    SwroceQp* qp = dev.qp_by_number(frame.bth.dest_qp);
+    if (qp == nullptr || qp->destroying || qp->state == rdma::QpState::reset ||
+        qp->state == rdma::QpState::init) {
+        ++dev.counters.rx_unknown_qp;
+        return;
+    }
+    const roce::Operation op = frame.info->operation;
+    if (op == roce::Operation::acknowledge || op == roce::Operation::atomic_acknowledge ||
+        op == roce::Operation::rdma_read_response) {
+        complete(*qp, frame, now);
+    } else if (qp->state != rdma::QpState::err) {
+        respond(*qp, frame);
+    }
+}
+
+void transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept {
+    std::uint16_t sent = 0;
+    // A full port queue is retried a few times; what still does not fit is dropped and counted,
+    // and the retransmission timer recovers it.
+    for (int attempt = 0; attempt < 4 && sent < tx.count; ++attempt) {
+        sent += dev.port.send_frames(group, tx.mbufs.data() + sent,
+                                     static_cast<std::uint16_t>(tx.count - sent));
+    }
+    for (std::uint16_t i = sent; i < tx.count; ++i) {
+        rte_pktmbuf_free(tx.mbufs[i]);
+        ++dev.counters.tx_dropped;
+    }
+    tx.count = 0;
+}
+
+} // namespace
+
+void progress_group(SwroceDevice& dev, unsigned group) noexcept {
+    std::array<rte_mbuf*, burst_size> mbufs{};
+    const std::uint64_t now = rte_get_tsc_cycles();
+    const std::uint16_t received = dev.port.receive_frames(group, mbufs.data(), burst_size);
+    for (std::uint16_t i = 0; i < received; ++i) {
+        rte_mbuf* mbuf = mbufs[i];
+        handle_frame(dev, {rte_pktmbuf_mtod(mbuf, const std::uint8_t*), rte_pktmbuf_data_len(mbuf)},
+                     now);
+        rte_pktmbuf_free(mbuf);
+    }
+    TxBatch tx;
+    for (auto& owned : dev.qps) {
+        SwroceQp* qp = owned.get();
+        if (qp == nullptr || qp->queue_group != group || qp->destroying) {
+            continue;
+        }
+        if (qp->ack_pending && qp->dest_mac) {
+            if (tx.full()) {
+                transmit(dev, group, tx);
+            }
+            send_ack(*qp, tx);
+        }
+        if (qp->state == rdma::QpState::rts) {
+            check_timer(*qp, now);
+            run_requester(*qp, tx, now);
+        }
+        if (tx.full()) {
+            transmit(dev, group, tx);
+        }
+    }
+    transmit(dev, group, tx);
+}
+
+void kick_requester(SwroceQp& qp) noexcept {
+    TxBatch tx;
+    run_requester(qp, tx, rte_get_tsc_cycles());
+    transmit(*qp.device, qp.queue_group, tx);
+}
+
+} // namespace prdma::swroce
