@@ -44,9 +44,32 @@ struct SendWqe {
     std::uint32_t first_psn = 0; // assigned when first transmitted
     std::uint32_t psn_span = 0;
     std::uint32_t next_packet = 0; // next packet of this WQE to (re)transmit
+    std::uint32_t responses = 0;   // READ response packets placed so far
     bool assigned = false;         // first_psn / psn_span are set
     bool checked = false;          // SGE lkeys verified
+
+    [[nodiscard]] bool is_read_or_atomic() const noexcept {
+        return wr.opcode == rdma::WrOpcode::rdma_read ||
+               wr.opcode == rdma::WrOpcode::atomic_cmp_swap ||
+               wr.opcode == rdma::WrOpcode::atomic_fetch_add;
+    }
 };
+
+// IBTA "responder resources": one per READ or atomic the peer may have outstanding, kept after
+// execution so a duplicate request is answered from here and never executed twice.
+struct ResponderResource {
+    bool valid = false;
+    bool atomic = false;
+    std::uint32_t psn = 0;  // of the request
+    std::uint32_t span = 0; // response packets (PSNs) of a READ
+    const mem::KeyEntry* entry = nullptr;
+    std::uint64_t va = 0;
+    std::uint32_t length = 0;
+    std::uint64_t original = 0;    // an atomic's result
+    std::uint32_t next_packet = 0; // of the response being transmitted
+    bool sending = false;
+};
+inline constexpr std::uint32_t max_responder_resources = 16;
 
 struct SwroceQp {
     SwroceDevice* device = nullptr;
@@ -75,7 +98,9 @@ struct SwroceQp {
     const mem::KeyEntry* write_entry = nullptr; // the checked rkey of the WRITE in progress
     std::uint64_t write_va = 0;
     std::uint32_t write_length = 0;
-    bool nak_sent = false; // one sequence NAK per gap
+    std::array<ResponderResource, max_responder_resources> resources{};
+    std::uint32_t next_resource = 0; // round-robin slot for the next READ/atomic
+    bool nak_sent = false;           // one sequence NAK per gap
     bool ack_pending = false;
     std::uint32_t ack_psn = 0;
     std::uint8_t ack_syndrome = 0;

@@ -115,8 +115,32 @@ void place(const mem::KeyEntry& entry, std::uint64_t addr, const std::uint8_t* d
     }
 }
 
-bool emit(SwroceQp& qp, TxBatch& tx, const roce::FrameHeaders& h, const SendWqe* wqe,
-          std::uint32_t offset, std::uint32_t length) noexcept {
+// Reads `length` bytes at a checked region address (identity or through its table).
+void read_region(const mem::KeyEntry& entry, std::uint64_t addr, std::uint32_t length,
+                 std::uint8_t* out) noexcept {
+    if (entry.identity) {
+        std::memcpy(out, reinterpret_cast<const void*>(addr), length);
+        return;
+    }
+    mem::TranslationTable::Cursor cursor(*entry.table, addr, length);
+    for (mem::Chunk chunk; cursor.next(chunk);) {
+        std::memcpy(out, chunk.host, chunk.length);
+        out += chunk.length;
+    }
+}
+
+// Where a packet's payload comes from: a send WQE's message, or a region (READ responses).
+struct Payload {
+    const SendWqe* wqe = nullptr;
+    const mem::KeyEntry* region = nullptr;
+    std::uint64_t addr = 0;
+    std::uint32_t offset = 0;
+    std::uint32_t length = 0;
+};
+
+bool emit(SwroceQp& qp, TxBatch& tx, const roce::FrameHeaders& h, const Payload& payload) noexcept {
+    const std::uint32_t offset = payload.offset;
+    const std::uint32_t length = payload.length;
     SwroceDevice& dev = *qp.device;
     rte_mempool* pool = dev.port.mempool(qp.queue_group);
     rte_mbuf* mbuf = pool != nullptr ? rte_pktmbuf_alloc(pool) : nullptr;
@@ -132,7 +156,12 @@ bool emit(SwroceQp& qp, TxBatch& tx, const roce::FrameHeaders& h, const SendWqe*
         return false;
     }
     if (length > 0) {
-        gather(*wqe, offset, length, room.data() + layout.payload_offset);
+        std::uint8_t* out = room.data() + layout.payload_offset;
+        if (payload.wqe != nullptr) {
+            gather(*payload.wqe, offset, length, out);
+        } else {
+            read_region(*payload.region, payload.addr + offset, length, out);
+        }
     }
     roce::finalize_frame(room.first(layout.wire_length), layout);
     mbuf->data_len = static_cast<std::uint16_t>(layout.wire_length);
@@ -180,11 +209,14 @@ bool check_local_keys(SwroceQp& qp, SendWqe& wqe) noexcept {
         return true;
     }
     const mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
+    // READ responses and atomic results are written into the SGEs; everything else is read.
+    const mem::AccessFlags access =
+        wqe.is_read_or_atomic() ? mem::access_local_write : mem::access_local_read;
     for (std::uint32_t i = 0; i < wqe.wr.num_sge; ++i) {
         const rdma::Sge& sge = wqe.sges[i];
         const mem::KeyEntry* entry = nullptr;
-        const mem::KeyCheck check = registry.check(
-            {sge.lkey, qp.pd, qp.qpn, mem::access_local_read, sge.addr, sge.length}, &entry);
+        const mem::KeyCheck check =
+            registry.check({sge.lkey, qp.pd, qp.qpn, access, sge.addr, sge.length}, &entry);
         if (check != mem::KeyCheck::ok) {
             fail_qp(qp, rdma::WcStatus::local_protection_error, static_cast<std::uint32_t>(check));
             return false;
@@ -206,9 +238,23 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
         return;
     }
     const std::uint32_t mtu = rdma::mtu_bytes(qp.attr.path_mtu);
+    std::uint32_t outstanding_reads = 0; // READ/atomic WQEs on the wire, unanswered
+    for (std::uint32_t i = 0; i < qp.send_offset; ++i) {
+        outstanding_reads += qp.send_queue.at(i).is_read_or_atomic() ? 1U : 0U;
+    }
     while (qp.send_offset < qp.send_queue.size() && !tx.full()) {
         SendWqe& wqe = qp.send_queue.at(qp.send_offset);
         if (!check_local_keys(qp, wqe)) {
+            return;
+        }
+        // A fence (or NDK's read fence) waits for earlier READs/atomics; max_rd_atomic bounds
+        // how many of them may be outstanding.
+        if (outstanding_reads > 0 &&
+            (wqe.wr.flags & (rdma::send_fence | rdma::send_read_fence)) != 0) {
+            return;
+        }
+        if (wqe.is_read_or_atomic() &&
+            outstanding_reads >= std::max<std::uint32_t>(qp.attr.max_rd_atomic, 1)) {
             return;
         }
         const Segmenter segments(wqe.wr.opcode, wqe.length, mtu);
@@ -234,7 +280,15 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
             if (info.has(roce::ExtHeader::ieth)) {
                 h.invalidate_rkey = wqe.wr.imm_or_invalidate;
             }
-            if (!emit(qp, tx, h, &wqe, plan.offset, plan.length)) {
+            if (info.has(roce::ExtHeader::atomic_eth)) {
+                h.atomic_eth = {wqe.wr.atomic.remote_addr, wqe.wr.atomic.rkey, wqe.wr.atomic.swap,
+                                wqe.wr.atomic.compare_add};
+                if (wqe.wr.opcode == rdma::WrOpcode::atomic_fetch_add) {
+                    h.atomic_eth.swap_add = wqe.wr.atomic.compare_add; // the addend
+                    h.atomic_eth.compare = 0;
+                }
+            }
+            if (!emit(qp, tx, h, Payload{&wqe, nullptr, 0, plan.offset, plan.length})) {
                 return;
             }
             ++wqe.next_packet;
@@ -245,6 +299,7 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
         if (wqe.next_packet < segments.packet_count()) {
             return; // batch full
         }
+        outstanding_reads += wqe.is_read_or_atomic() ? 1U : 0U;
         ++qp.send_offset;
     }
 }
@@ -257,7 +312,10 @@ void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept {
             break;
         }
         const std::int32_t into = roce::psn_diff(from_psn, wqe.first_psn);
-        wqe.next_packet = i == 0 && into > 0 ? static_cast<std::uint32_t>(into) : 0;
+        // A READ is asked again whole: its responses are placed again from the start.
+        wqe.next_packet =
+            i == 0 && into > 0 && !wqe.is_read_or_atomic() ? static_cast<std::uint32_t>(into) : 0;
+        wqe.responses = 0;
     }
     qp.send_offset = 0;
     ++qp.device->counters.retransmissions;
@@ -266,7 +324,7 @@ void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept {
 void send_ack(SwroceQp& qp, TxBatch& tx) noexcept {
     roce::FrameHeaders h = headers_for(qp, roce::Opcode::rc_acknowledge, qp.ack_psn);
     h.aeth = {qp.ack_syndrome, qp.msn & roce::psn_mask};
-    if (emit(qp, tx, h, nullptr, 0, 0)) {
+    if (emit(qp, tx, h, Payload{})) {
         qp.ack_pending = false;
     }
 }
@@ -342,13 +400,94 @@ bool scatter(SwroceQp& qp, std::span<const std::uint8_t> payload) noexcept {
     return true;
 }
 
+bool is_read_or_atomic_request(roce::Operation op) noexcept {
+    return op == roce::Operation::rdma_read_request || op == roce::Operation::compare_swap ||
+           op == roce::Operation::fetch_add;
+}
+
+// Executes a READ or an atomic once, keeping what a duplicate needs in a responder resource.
+void execute_read_atomic(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
+    const std::uint32_t psn = frame.bth.psn;
+    const roce::Operation op = frame.info->operation;
+    const mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
+    ResponderResource resource;
+    resource.valid = true;
+    resource.psn = psn;
+    resource.sending = true;
+    if (op == roce::Operation::rdma_read_request) {
+        const std::uint32_t length = frame.reth.dma_length;
+        if (length > 0) {
+            const mem::KeyCheck check = registry.check(
+                {frame.reth.rkey, qp.pd, qp.qpn, mem::access_remote_read, frame.reth.va, length},
+                &resource.entry);
+            if (check != mem::KeyCheck::ok || (qp.attr.access & mem::access_remote_read) == 0) {
+                queue_nak(qp, roce::NakCode::remote_access_error, psn);
+                qp.nak_sent = true;
+                return;
+            }
+        }
+        const std::uint32_t mtu = rdma::mtu_bytes(qp.attr.path_mtu);
+        resource.va = frame.reth.va;
+        resource.length = length;
+        resource.span = length == 0 ? 1U : (length + mtu - 1) / mtu;
+    } else {
+        const roce::AtomicEth& atomic = frame.atomic_eth;
+        if ((atomic.va & 7U) != 0) {
+            queue_nak(qp, roce::NakCode::invalid_request, psn); // atomics are 8-byte aligned
+            qp.nak_sent = true;
+            return;
+        }
+        const mem::KeyEntry* entry = nullptr;
+        const mem::KeyCheck check = registry.check(
+            {atomic.rkey, qp.pd, qp.qpn, mem::access_remote_atomic, atomic.va, 8}, &entry);
+        if (check != mem::KeyCheck::ok || (qp.attr.access & mem::access_remote_atomic) == 0) {
+            queue_nak(qp, roce::NakCode::remote_access_error, psn);
+            qp.nak_sent = true;
+            return;
+        }
+        // One lcore owns the QP: the read-modify-write needs no atomic instruction against other
+        // prdma lcores; the CPU sees an aligned 64-bit access.
+        auto* target = reinterpret_cast<std::uint64_t*>(mem::KeyTable::host(*entry, atomic.va));
+        resource.atomic = true;
+        resource.span = 1;
+        resource.original = *target;
+        if (op == roce::Operation::compare_swap) {
+            if (resource.original == atomic.compare) {
+                *target = atomic.swap_add;
+            }
+        } else {
+            *target = resource.original + atomic.swap_add;
+        }
+    }
+    qp.resources[qp.next_resource] = resource;
+    qp.next_resource = (qp.next_resource + 1) % max_responder_resources;
+    qp.nak_sent = false;
+    qp.expected_psn = roce::psn_add(psn, resource.span);
+    ++qp.msn;
+}
+
+// A duplicate READ/atomic: answered again from its resource, never executed twice.
+void replay(SwroceQp& qp, std::uint32_t psn) noexcept {
+    for (ResponderResource& resource : qp.resources) {
+        if (resource.valid && resource.psn == psn) {
+            resource.next_packet = 0;
+            resource.sending = true;
+            return;
+        }
+    }
+}
+
 void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
     const std::uint32_t psn = frame.bth.psn;
     const std::int32_t delta = roce::psn_diff(psn, qp.expected_psn);
     if (delta < 0) {
-        // A duplicate: the ACK was lost or late. Re-acknowledge what we have.
+        // A duplicate: the ACK or response was lost or late.
         ++qp.device->counters.duplicates;
-        queue_ack(qp, roce::psn_sub(qp.expected_psn, 1), roce::ack_syndrome());
+        if (is_read_or_atomic_request(frame.info->operation)) {
+            replay(qp, psn);
+        } else {
+            queue_ack(qp, roce::psn_sub(qp.expected_psn, 1), roce::ack_syndrome());
+        }
         return;
     }
     if (delta > 0) {
@@ -433,8 +572,10 @@ void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
             qp.write_entry = nullptr;
             ++qp.msn;
         }
+    } else if (is_read_or_atomic_request(info.operation)) {
+        execute_read_atomic(qp, frame); // answered by responses, not by an ACK
+        return;
     } else {
-        // READ and atomics come with the next milestone of the engine.
         queue_nak(qp, roce::NakCode::invalid_request, psn);
         return;
     }
@@ -453,7 +594,8 @@ void acknowledge(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
     while (!qp.send_queue.empty() && qp.send_offset > 0) {
         SendWqe& wqe = qp.send_queue.front();
         const std::uint32_t last_psn = roce::psn_add(wqe.first_psn, wqe.psn_span - 1);
-        if (roce::psn_after(last_psn, psn)) {
+        // READs and atomics complete with their responses, never with an ACK.
+        if (roce::psn_after(last_psn, psn) || wqe.is_read_or_atomic()) {
             break;
         }
         complete_send(qp, wqe, rdma::WcStatus::success);
@@ -472,11 +614,97 @@ void acknowledge(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
     }
 }
 
-void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) noexcept {
-    if (frame.opcode() != roce::Opcode::rc_acknowledge) {
-        return; // READ responses and atomic ACKs: next milestone
+// Writes `data` into a WQE's SGEs at `offset` (READ responses, atomic results); the SGE lkeys
+// were checked for local write when the WQE was sent.
+void place_in_wqe(const SendWqe& wqe, std::uint32_t offset, const std::uint8_t* data,
+                  std::uint32_t length) noexcept {
+    for (std::uint32_t i = 0; i < wqe.wr.num_sge && length > 0; ++i) {
+        const rdma::Sge& sge = wqe.sges[i];
+        if (offset >= sge.length) {
+            offset -= sge.length;
+            continue;
+        }
+        const std::uint32_t take = std::min(length, sge.length - offset);
+        place(*wqe.entries[i], sge.addr + offset, data, take);
+        data += take;
+        length -= take;
+        offset = 0;
     }
+}
+
+// A READ response or an atomic ACK for the oldest READ/atomic WQE. It implicitly acknowledges
+// everything before the request (IBTA 9.7.5.1.3).
+void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) noexcept {
     const std::uint32_t psn = frame.bth.psn;
+    std::uint32_t index = 0;
+    while (index < qp.send_offset && !qp.send_queue.at(index).is_read_or_atomic()) {
+        ++index;
+    }
+    if (index == qp.send_offset) {
+        ++qp.device->counters.duplicates; // nothing outstanding answers to it
+        return;
+    }
+    SendWqe& target = qp.send_queue.at(index);
+    const std::uint32_t expected = roce::psn_add(target.first_psn, target.responses);
+    if (psn != expected) {
+        ++qp.device->counters.duplicates; // a replayed or early response: go-back-N resends
+        return;
+    }
+    acknowledge(qp, roce::psn_sub(target.first_psn, 1), now);
+    if (qp.send_queue.empty() || &qp.send_queue.front() != &target) {
+        return;
+    }
+    if (frame.opcode() == roce::Opcode::rc_atomic_acknowledge) {
+        if (!target.is_read_or_atomic() || target.wr.opcode == rdma::WrOpcode::rdma_read) {
+            fail_qp(qp, rdma::WcStatus::bad_response_error);
+            return;
+        }
+        const std::uint64_t original = frame.atomic_ack_eth.original_data;
+        std::uint8_t bytes[8];
+        std::memcpy(bytes, &original, sizeof(bytes)); // host order in the requester's buffer
+        place_in_wqe(target, 0, bytes, sizeof(bytes));
+    } else {
+        if (target.wr.opcode != rdma::WrOpcode::rdma_read) {
+            fail_qp(qp, rdma::WcStatus::bad_response_error);
+            return;
+        }
+        const std::uint32_t offset = target.responses * rdma::mtu_bytes(qp.attr.path_mtu);
+        if (offset + frame.payload.size() > target.length) {
+            fail_qp(qp, rdma::WcStatus::bad_response_error);
+            return;
+        }
+        place_in_wqe(target, offset, frame.payload.data(),
+                     static_cast<std::uint32_t>(frame.payload.size()));
+        ++target.responses;
+        if (target.responses < target.psn_span) {
+            arm_timer(qp, now);
+            return;
+        }
+    }
+    complete_send(qp, target, rdma::WcStatus::success);
+    qp.send_queue.pop();
+    --qp.send_offset;
+    qp.retries_left = qp.attr.retry_cnt;
+    if (qp.send_offset == 0) {
+        qp.retransmit_deadline = 0;
+    } else {
+        arm_timer(qp, now);
+    }
+}
+
+void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) noexcept {
+    const std::uint32_t psn = frame.bth.psn;
+    const bool response = frame.opcode() != roce::Opcode::rc_acknowledge;
+    // A READ response's AETH (first/last/only) or an atomic ACK's may be a NAK; middles have none.
+    const bool has_aeth = frame.has(roce::ExtHeader::aeth);
+    if (response &&
+        (!has_aeth || roce::classify_aeth(frame.aeth.syndrome) == roce::AethClass::ack)) {
+        if (qp.retransmit_deadline != 0) {
+            arm_timer(qp, now);
+        }
+        complete_response(qp, frame, now);
+        return;
+    }
     // Any response shows the peer is alive: the transport timer starts over (IBTA 9.7.6.1.3).
     if (qp.retransmit_deadline != 0) {
         arm_timer(qp, now);
@@ -559,6 +787,51 @@ void handle_frame(SwroceDevice& dev, std::span<const std::uint8_t> bytes,
     }
 }
 
+// Transmits pending READ responses and atomic ACKs, oldest resource first.
+void send_responses(SwroceQp& qp, TxBatch& tx) noexcept {
+    const std::uint32_t mtu = rdma::mtu_bytes(qp.attr.path_mtu);
+    for (std::uint32_t n = 0; n < max_responder_resources; ++n) {
+        ResponderResource& res = qp.resources[(qp.next_resource + n) % max_responder_resources];
+        if (!res.valid || !res.sending) {
+            continue;
+        }
+        if (res.atomic) {
+            if (tx.full()) {
+                return;
+            }
+            roce::FrameHeaders h = headers_for(qp, roce::Opcode::rc_atomic_acknowledge, res.psn);
+            h.aeth = {roce::ack_syndrome(), qp.msn & roce::psn_mask};
+            h.atomic_ack_eth = {res.original};
+            if (!emit(qp, tx, h, Payload{})) {
+                return;
+            }
+            res.sending = false;
+            continue;
+        }
+        while (res.next_packet < res.span) {
+            if (tx.full()) {
+                return;
+            }
+            const std::uint32_t i = res.next_packet;
+            const bool first = i == 0;
+            const bool last = i + 1 == res.span;
+            const roce::Opcode opcode = first && last ? roce::Opcode::rc_rdma_read_response_only
+                                        : first       ? roce::Opcode::rc_rdma_read_response_first
+                                        : last        ? roce::Opcode::rc_rdma_read_response_last
+                                                      : roce::Opcode::rc_rdma_read_response_middle;
+            roce::FrameHeaders h = headers_for(qp, opcode, roce::psn_add(res.psn, i));
+            h.aeth = {roce::ack_syndrome(), qp.msn & roce::psn_mask};
+            const std::uint32_t offset = i * mtu;
+            const std::uint32_t length = std::min(mtu, res.length - std::min(res.length, offset));
+            if (!emit(qp, tx, h, Payload{nullptr, res.entry, res.va, offset, length})) {
+                return;
+            }
+            ++res.next_packet;
+        }
+        res.sending = false;
+    }
+}
+
 void transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept {
     std::uint16_t sent = 0;
     // A full port queue is retried a few times; what still does not fit is dropped and counted,
@@ -597,6 +870,13 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept {
                 transmit(dev, group, tx);
             }
             send_ack(*qp, tx);
+        }
+        if (qp->dest_mac && qp->state != rdma::QpState::err) {
+            send_responses(*qp, tx);
+            if (tx.full()) {
+                transmit(dev, group, tx);
+                send_responses(*qp, tx);
+            }
         }
         if (qp->state == rdma::QpState::rts) {
             check_timer(*qp, now);

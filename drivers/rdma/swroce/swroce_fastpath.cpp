@@ -43,9 +43,17 @@ StatusCode admit(const SwroceQp& qp, const rdma::SendWr& wr) noexcept {
     case rdma::WrOpcode::send_with_inv:
     case rdma::WrOpcode::rdma_write:
     case rdma::WrOpcode::rdma_write_with_imm:
+    case rdma::WrOpcode::rdma_read:
+        break;
+    case rdma::WrOpcode::atomic_cmp_swap:
+    case rdma::WrOpcode::atomic_fetch_add:
+        // The original value lands in one 8-byte local buffer.
+        if (PRDMA_UNLIKELY(wr.num_sge != 1 || wr.sges()[0].length < 8)) {
+            return StatusCode::invalid_parameter;
+        }
         break;
     default:
-        return StatusCode::not_supported; // READ, atomics, FAST_REG, LOCAL_INV: next milestone
+        return StatusCode::not_supported; // FAST_REG, LOCAL_INV: next milestone
     }
     if (PRDMA_UNLIKELY(wr.num_sge > qp.caps.max_send_sge || wr.num_sge > max_send_sge)) {
         return StatusCode::invalid_parameter;

@@ -71,7 +71,7 @@ protected:
         side->qp = std::move(side->context.create_qp(init).value());
         auto mr = side->pd.register_memory(side->buffer.data(), kBufferSize,
                                            mem::access_local_write | mem::access_remote_write |
-                                               mem::access_remote_read);
+                                               mem::access_remote_read | mem::access_remote_atomic);
         EXPECT_TRUE(mr.ok()) << mr.error().to_string();
         side->mr = std::move(mr.value());
         return side;
@@ -81,7 +81,8 @@ protected:
         QpAttr init;
         init.state = QpState::init;
         init.port = 1;
-        init.access = mem::access_remote_write | mem::access_remote_read;
+        init.access =
+            mem::access_remote_write | mem::access_remote_read | mem::access_remote_atomic;
         ASSERT_TRUE(
             local.qp.modify(init, qp_attr_state | qp_attr_port | qp_attr_access_flags).ok());
         std::vector<std::uint8_t> port(512);
@@ -333,6 +334,130 @@ TEST_F(EngineTest, OutOfBoundsOfAValidRkeyIsARemoteAccessError) {
     ASSERT_EQ(oob_done.size(), 1U);
     EXPECT_EQ(oob_done[0].status, WcStatus::remote_access_error);
     EXPECT_EQ(a_->data()[kBufferSize - 1], last_byte) << "not even the part inside was written";
+}
+
+TEST_F(EngineTest, ReadSmallLargeAndEmpty) {
+    fill(*b_, 0, 512 * 1024, 11);
+    SendWr small = send_wr(*a_, WrOpcode::rdma_read, 0, 64);
+    small.rdma.remote_addr = b_->addr();
+    small.rdma.rkey = b_->mr.rkey();
+    ASSERT_EQ(post_send(a_->qp, &small, 1), 1);
+    auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
+    EXPECT_EQ(done[0].opcode, WcOpcode::rdma_read);
+    EXPECT_EQ(std::memcmp(a_->data(), b_->data(), 64), 0);
+
+    constexpr std::uint32_t large = 512 * 1024 - 5; // 512 response packets at MTU 1024
+    SendWr big = send_wr(*a_, WrOpcode::rdma_read, 4096, large);
+    big.rdma.remote_addr = b_->addr() + 3;
+    big.rdma.rkey = b_->mr.rkey();
+    ASSERT_EQ(post_send(a_->qp, &big, 1), 1);
+    done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
+    EXPECT_EQ(done[0].byte_len, large);
+    EXPECT_EQ(std::memcmp(a_->data() + 4096, b_->data() + 3, large), 0);
+
+    SendWr empty = send_wr(*a_, WrOpcode::rdma_read, 0, 0);
+    empty.num_sge = 0;
+    empty.rdma.remote_addr = b_->addr();
+    empty.rdma.rkey = b_->mr.rkey();
+    ASSERT_EQ(post_send(a_->qp, &empty, 1), 1);
+    done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::success);
+}
+
+TEST_F(EngineTest, ManyReadsBeyondTheOutstandingLimitKeepOrder) {
+    fill(*b_, 0, 64 * 1024, 13);
+    constexpr int count = 40; // max_rd_atomic is 4: the requester paces them
+    std::vector<SendWr> wrs(count);
+    for (int i = 0; i < count; ++i) {
+        wrs[i] = send_wr(*a_, WrOpcode::rdma_read, static_cast<std::uint64_t>(i) * 1500, 1500);
+        wrs[i].wr_id = static_cast<std::uint64_t>(i);
+        wrs[i].rdma.remote_addr = b_->addr() + static_cast<std::uint64_t>(i) * 1500;
+        wrs[i].rdma.rkey = b_->mr.rkey();
+    }
+    // A WRITE in the middle, fenced behind the READs before it.
+    wrs[20].opcode = WrOpcode::rdma_write;
+    wrs[20].flags |= send_fence;
+    wrs[20].rdma.remote_addr = b_->addr() + 900 * 1024;
+    ASSERT_EQ(post_send(a_->qp, wrs.data(), count), count);
+    const auto done = wait(*a_, count);
+    ASSERT_EQ(done.size(), static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) {
+        EXPECT_EQ(done[i].wr_id, static_cast<std::uint64_t>(i)) << "completions in SQ order";
+        EXPECT_EQ(done[i].status, WcStatus::success);
+    }
+    for (int i = 0; i < count; ++i) {
+        if (i == 20) {
+            continue;
+        }
+        EXPECT_EQ(std::memcmp(a_->data() + i * 1500, b_->data() + i * 1500, 1500), 0) << i;
+    }
+}
+
+TEST_F(EngineTest, ReadWithABadRkeyIsARemoteAccessError) {
+    SendWr wr = send_wr(*a_, WrOpcode::rdma_read, 0, 64);
+    wr.rdma.remote_addr = b_->addr();
+    wr.rdma.rkey = b_->mr.rkey() + 1; // stale variant
+    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    const auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::remote_access_error);
+}
+
+TEST_F(EngineTest, AtomicsCompareSwapAndFetchAdd) {
+    auto* target = reinterpret_cast<std::uint64_t*>(b_->data() + 8192);
+    *target = 100;
+    SendWr add = send_wr(*a_, WrOpcode::atomic_fetch_add, 0, 8);
+    add.atomic.remote_addr = b_->addr() + 8192;
+    add.atomic.rkey = b_->mr.rkey();
+    add.atomic.compare_add = 23;
+    ASSERT_EQ(post_send(a_->qp, &add, 1), 1);
+    auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
+    EXPECT_EQ(done[0].opcode, WcOpcode::atomic_fetch_add);
+    std::uint64_t original = 0;
+    std::memcpy(&original, a_->data(), 8);
+    EXPECT_EQ(original, 100U);
+    EXPECT_EQ(*target, 123U);
+
+    SendWr miss = send_wr(*a_, WrOpcode::atomic_cmp_swap, 8, 8);
+    miss.atomic.remote_addr = b_->addr() + 8192;
+    miss.atomic.rkey = b_->mr.rkey();
+    miss.atomic.compare_add = 5; // not the value: no swap
+    miss.atomic.swap = 999;
+    SendWr hit = miss;
+    hit.sge.addr = a_->addr() + 16;
+    hit.atomic.compare_add = 123;
+    ASSERT_EQ(post_send(a_->qp, &miss, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, &hit, 1), 1);
+    done = wait(*a_, 2);
+    ASSERT_EQ(done.size(), 2U);
+    std::uint64_t miss_original = 0;
+    std::uint64_t hit_original = 0;
+    std::memcpy(&miss_original, a_->data() + 8, 8);
+    std::memcpy(&hit_original, a_->data() + 16, 8);
+    EXPECT_EQ(miss_original, 123U);
+    EXPECT_EQ(hit_original, 123U);
+    EXPECT_EQ(*target, 999U);
+}
+
+TEST_F(EngineTest, MisalignedAtomicIsAnInvalidRequest) {
+    auto* target = reinterpret_cast<std::uint64_t*>(b_->data() + 8192);
+    *target = 7;
+    SendWr wr = send_wr(*a_, WrOpcode::atomic_fetch_add, 0, 8);
+    wr.atomic.remote_addr = b_->addr() + 8193;
+    wr.atomic.rkey = b_->mr.rkey();
+    wr.atomic.compare_add = 1;
+    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    const auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::remote_invalid_request_error);
+    EXPECT_EQ(*target, 7U) << "target untouched";
 }
 
 TEST_F(EngineTest, BadLkeyIsALocalProtectionError) {
