@@ -131,6 +131,7 @@ void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) {
         qp.send_queue.clear();
         qp.dest_mac.reset();
         qp.send_offset = 0;
+        qp.send_stopped = false;
         qp.retransmit_deadline = 0;
         qp.recv_offset = 0;
         qp.write_entry = nullptr;

@@ -47,6 +47,13 @@ struct SendWqe {
     std::uint32_t responses = 0;   // READ response packets placed so far
     bool assigned = false;         // first_psn / psn_span are set
     bool checked = false;          // SGE lkeys verified
+    // FAST_REG / LOCAL_INV run locally when reached; a failure completes the WQE with this
+    // status once it is at the head, and the QP goes to error then.
+    rdma::WcStatus local_status = rdma::WcStatus::success;
+
+    [[nodiscard]] bool is_local() const noexcept {
+        return wr.opcode == rdma::WrOpcode::fast_reg || wr.opcode == rdma::WrOpcode::local_inv;
+    }
 
     [[nodiscard]] bool is_read_or_atomic() const noexcept {
         return wr.opcode == rdma::WrOpcode::rdma_read ||
@@ -87,6 +94,7 @@ struct SwroceQp {
     WorkRing<SendWqe> send_queue;
     std::uint32_t send_psn = 0;            // next PSN to assign to a new message
     std::uint32_t send_offset = 0;         // WQEs from the head already fully transmitted
+    bool send_stopped = false;             // a local WR failed: nothing after it is transmitted
     std::uint64_t retransmit_deadline = 0; // TSC; 0 = nothing unacknowledged
     int retries_left = 0;
     int rnr_retries_left = 0;

@@ -232,9 +232,54 @@ void arm_timer(SwroceQp& qp, std::uint64_t now) noexcept {
     qp.retransmit_deadline = timeout == 0 ? 0 : now + timeout;
 }
 
+// FAST_REG (seed 001) and LOCAL_INV execute when the send queue reaches them, so later WRs see
+// their effect; they complete in order behind the remote WRs before them.
+void execute_local(SwroceQp& qp, SendWqe& wqe) noexcept {
+    mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
+    if (wqe.wr.opcode == rdma::WrOpcode::local_inv) {
+        const mem::InvalidateResult result = registry.invalidate(wqe.wr.local_inv.key, qp.pd);
+        if (result != mem::InvalidateResult::ok) {
+            wqe.local_status = rdma::WcStatus::local_protection_error;
+        }
+        return;
+    }
+    const rdma::FastRegFields& reg = wqe.wr.fast_reg;
+    if (reg.region == nullptr) {
+        wqe.local_status = rdma::WcStatus::local_qp_operation_error;
+        return;
+    }
+    const mem::FastRegRequest request{
+        reg.pages, reg.page_count, reg.page_shift, reg.first_byte_offset, reg.length, reg.base_va};
+    switch (registry.fast_register(*reg.region, qp.pd, reg.key, request, reg.access)) {
+    case mem::FastRegResult::ok:
+        return;
+    case mem::FastRegResult::access_violation:
+    case mem::FastRegResult::wrong_pd:
+        wqe.local_status = rdma::WcStatus::local_protection_error;
+        return;
+    default:
+        wqe.local_status = rdma::WcStatus::local_qp_operation_error;
+        return;
+    }
+}
+
+// Completes local WRs that reached the head (nothing before them is outstanding).
+void retire_local_heads(SwroceQp& qp) noexcept {
+    while (!qp.send_queue.empty() && qp.send_offset > 0 && qp.send_queue.front().is_local()) {
+        SendWqe& wqe = qp.send_queue.front();
+        if (wqe.local_status != rdma::WcStatus::success) {
+            fail_qp(qp, wqe.local_status);
+            return;
+        }
+        complete_send(qp, wqe, rdma::WcStatus::success);
+        qp.send_queue.pop();
+        --qp.send_offset;
+    }
+}
+
 // Transmits what the send queue holds beyond what is already on the wire.
 void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
-    if (qp.state != rdma::QpState::rts || !qp.dest_mac || qp.rnr_resume > now) {
+    if (qp.state != rdma::QpState::rts || !qp.dest_mac || qp.rnr_resume > now || qp.send_stopped) {
         return;
     }
     const std::uint32_t mtu = rdma::mtu_bytes(qp.attr.path_mtu);
@@ -244,6 +289,21 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
     }
     while (qp.send_offset < qp.send_queue.size() && !tx.full()) {
         SendWqe& wqe = qp.send_queue.at(qp.send_offset);
+        if (wqe.is_local()) {
+            if (outstanding_reads > 0 && (wqe.wr.flags & rdma::send_read_fence) != 0) {
+                return; // NDK read fence: earlier READs finish first
+            }
+            execute_local(qp, wqe);
+            wqe.assigned = true;
+            wqe.first_psn = qp.send_psn;
+            wqe.psn_span = 0;
+            ++qp.send_offset;
+            if (wqe.local_status != rdma::WcStatus::success) {
+                qp.send_stopped = true;
+                break;
+            }
+            continue;
+        }
         if (!check_local_keys(qp, wqe)) {
             return;
         }
@@ -302,6 +362,7 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
         outstanding_reads += wqe.is_read_or_atomic() ? 1U : 0U;
         ++qp.send_offset;
     }
+    retire_local_heads(qp);
 }
 
 // Go back N: retransmit from the first unacknowledged packet of the head WQE.
@@ -607,6 +668,7 @@ void acknowledge(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
         qp.retries_left = qp.attr.retry_cnt;
         qp.rnr_retries_left = qp.attr.rnr_retry;
     }
+    retire_local_heads(qp);
     if (qp.send_offset == 0 && (qp.send_queue.empty() || qp.send_queue.front().next_packet == 0)) {
         qp.retransmit_deadline = 0;
     } else if (progress) {
@@ -684,6 +746,7 @@ void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64
     complete_send(qp, target, rdma::WcStatus::success);
     qp.send_queue.pop();
     --qp.send_offset;
+    retire_local_heads(qp);
     qp.retries_left = qp.attr.retry_cnt;
     if (qp.send_offset == 0) {
         qp.retransmit_deadline = 0;

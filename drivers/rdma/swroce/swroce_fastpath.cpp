@@ -52,8 +52,9 @@ StatusCode admit(const SwroceQp& qp, const rdma::SendWr& wr) noexcept {
             return StatusCode::invalid_parameter;
         }
         break;
-    default:
-        return StatusCode::not_supported; // FAST_REG, LOCAL_INV: next milestone
+    case rdma::WrOpcode::fast_reg:
+    case rdma::WrOpcode::local_inv:
+        return StatusCode::ok; // no SGEs; checked when executed, in send-queue order
     }
     if (PRDMA_UNLIKELY(wr.num_sge > qp.caps.max_send_sge || wr.num_sge > max_send_sge)) {
         return StatusCode::invalid_parameter;
@@ -68,6 +69,8 @@ bool fill_wqe(const SwroceQp& qp, const rdma::SendWr& wr, SendWqe& wqe) noexcept
     wqe.assigned = false;
     wqe.checked = false;
     wqe.next_packet = 0;
+    wqe.responses = 0;
+    wqe.local_status = rdma::WcStatus::success;
     const rdma::Sge* sges = wr.sges();
     std::uint64_t length = 0;
     for (std::uint32_t i = 0; i < wr.num_sge; ++i) {

@@ -46,8 +46,10 @@ enum SendFlags : std::uint16_t {
 };
 
 struct FastRegFields {
-    mem::MemoryRegion* region = nullptr;  // allocated for fast-register (rdmadev fast_reg MR)
-    const std::uint64_t* pages = nullptr; // page-aligned IOVAs
+    mem::MemoryRegion* region = nullptr; // allocated for fast-register (rdmadev fast_reg MR)
+    // Page-aligned IOVAs; the array must stay valid until the WR completes (it is read when the
+    // send queue reaches the WR, which a `defer` may postpone).
+    const std::uint64_t* pages = nullptr;
     std::uint64_t length = 0;
     std::uint64_t base_va = 0;
     std::uint32_t page_count = 0;

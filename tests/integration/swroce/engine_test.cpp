@@ -1,6 +1,7 @@
 // The swroce engine end to end in one process: two devices on crossed ring ports, RC QPs connected
 // through the public API, data moved by SEND/RECV and WRITE and checked byte for byte, errors
 // reported where the IBTA puts them.
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <numeric>
@@ -164,6 +165,21 @@ protected:
         for (std::size_t i = 0; i < length; ++i) {
             side.data()[offset + i] = static_cast<std::uint8_t>(seed + i * 7);
         }
+    }
+
+    struct Objects {
+        CompletionQueue cq;
+        QueuePair qp;
+    };
+    static Objects make_objects(Side& side) {
+        Objects objects;
+        objects.cq = std::move(side.context.create_cq(16).value());
+        QpInitAttr init;
+        init.pd = &side.pd;
+        init.send_cq = &objects.cq;
+        init.recv_cq = &objects.cq;
+        objects.qp = std::move(side.context.create_qp(init).value());
+        return objects;
     }
 
     std::unique_ptr<conformance::DevicePair> pair_;
@@ -458,6 +474,131 @@ TEST_F(EngineTest, MisalignedAtomicIsAnInvalidRequest) {
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::remote_invalid_request_error);
     EXPECT_EQ(*target, 7U) << "target untouched";
+}
+
+// Seed 001: B fast-registers four 4 KiB pages of its buffer (out of order) under a new rkey, A
+// writes and reads through it, B invalidates it and A's next access fails.
+TEST_F(EngineTest, FastRegisterThenPeerAccessThenLocalInvalidate) {
+    auto region = b_->pd.alloc_fast_reg_region(
+        8, mem::access_local_write | mem::access_remote_write | mem::access_remote_read);
+    ASSERT_TRUE(region.ok()) << region.error().to_string();
+    const std::uint64_t base = b_->addr() + 256 * 1024; // 4 KiB aligned inside the DMA buffer
+    const std::array<std::uint64_t, 4> pages{base + 3 * 4096, base, base + 2 * 4096, base + 4096};
+    const mem::MemoryKey key = mem::next_key(region->lkey());
+    SendWr reg;
+    reg.wr_id = 500;
+    reg.opcode = WrOpcode::fast_reg;
+    reg.flags = send_signaled;
+    reg.fast_reg.region = region->get();
+    reg.fast_reg.pages = pages.data();
+    reg.fast_reg.page_count = 4;
+    reg.fast_reg.page_shift = 12;
+    reg.fast_reg.first_byte_offset = 100;
+    reg.fast_reg.length = 4 * 4096 - 100;
+    reg.fast_reg.base_va = 0x7000000000ULL + 100;
+    reg.fast_reg.key = key;
+    reg.fast_reg.access =
+        mem::access_local_write | mem::access_remote_write | mem::access_remote_read;
+    ASSERT_EQ(post_send(b_->qp, &reg, 1), 1);
+    auto done = wait(*b_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
+    EXPECT_EQ(done[0].opcode, WcOpcode::fast_reg);
+    EXPECT_EQ(region->rkey(), key) << "the remote token is readable once it returns";
+
+    // A writes 200 bytes across the first page boundary of the new virtual range.
+    fill(*a_, 0, 200, 21);
+    SendWr write = send_wr(*a_, WrOpcode::rdma_write, 0, 200);
+    write.rdma.remote_addr = 0x7000000000ULL + 4000;
+    write.rdma.rkey = key;
+    ASSERT_EQ(post_send(a_->qp, &write, 1), 1);
+    done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
+    // VA 4000..4095 is page 0 of the list (base + 3 pages), 4096.. is page 1 (base).
+    EXPECT_EQ(std::memcmp(b_->data() + 256 * 1024 + 3 * 4096 + 4000, a_->data(), 96), 0);
+    EXPECT_EQ(std::memcmp(b_->data() + 256 * 1024, a_->data() + 96, 104), 0);
+
+    SendWr read = send_wr(*a_, WrOpcode::rdma_read, 4096, 200);
+    read.rdma.remote_addr = 0x7000000000ULL + 4000;
+    read.rdma.rkey = key;
+    ASSERT_EQ(post_send(a_->qp, &read, 1), 1);
+    done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(std::memcmp(a_->data() + 4096, a_->data(), 200), 0);
+
+    SendWr inv;
+    inv.wr_id = 501;
+    inv.opcode = WrOpcode::local_inv;
+    inv.flags = send_signaled;
+    inv.local_inv.key = key;
+    ASSERT_EQ(post_send(b_->qp, &inv, 1), 1);
+    done = wait(*b_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::success);
+    EXPECT_EQ(done[0].opcode, WcOpcode::local_inv);
+    ASSERT_EQ(post_send(a_->qp, &write, 1), 1);
+    done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::remote_access_error) << "the invalidated rkey is dead";
+}
+
+TEST_F(EngineTest, FastRegisterErrorsOfSeed001) {
+    // Remote access asked of a region not initialised for it: access violation.
+    auto local_only = b_->pd.alloc_fast_reg_region(4, mem::access_local_write);
+    ASSERT_TRUE(local_only.ok());
+    const std::uint64_t page = b_->addr() + 128 * 1024;
+    SendWr reg;
+    reg.opcode = WrOpcode::fast_reg;
+    reg.flags = send_signaled;
+    reg.fast_reg.region = local_only->get();
+    reg.fast_reg.pages = &page;
+    reg.fast_reg.page_count = 1;
+    reg.fast_reg.length = 4096;
+    reg.fast_reg.base_va = 0x10000;
+    reg.fast_reg.key = mem::next_key(local_only->lkey());
+    reg.fast_reg.access = mem::access_local_write | mem::access_remote_write;
+    SendWr after = send_wr(*b_, WrOpcode::send, 0, 8);
+    after.wr_id = 9;
+    ASSERT_EQ(post_send(b_->qp, &reg, 1), 1);
+    ASSERT_EQ(post_send(b_->qp, &after, 1), 1);
+    const auto done = wait(*b_, 2);
+    ASSERT_EQ(done.size(), 2U);
+    EXPECT_EQ(done[0].status, WcStatus::local_protection_error) << wc_status_name(done[0].status);
+    EXPECT_EQ(done[1].status, WcStatus::wr_flush_error);
+
+    // Not connected: a QP that is not RTS takes no FAST_REG at all.
+    Objects fresh = make_objects(*b_);
+    SendWr early = reg;
+    EXPECT_EQ(post_send(fresh.qp, &early, 1), 0);
+}
+
+TEST_F(EngineTest, SendWithInvalidateKillsThePeersKey) {
+    auto region =
+        b_->pd.alloc_fast_reg_region(1, mem::access_local_write | mem::access_remote_write);
+    ASSERT_TRUE(region.ok());
+    const std::uint64_t page = b_->addr() + 64 * 1024;
+    const mem::MemoryKey key = mem::next_key(region->lkey());
+    SendWr reg;
+    reg.opcode = WrOpcode::fast_reg;
+    reg.fast_reg.region = region->get();
+    reg.fast_reg.pages = &page;
+    reg.fast_reg.page_count = 1;
+    reg.fast_reg.length = 4096;
+    reg.fast_reg.base_va = 0x20000;
+    reg.fast_reg.key = key;
+    reg.fast_reg.access = mem::access_local_write | mem::access_remote_write;
+    ASSERT_EQ(post_send(b_->qp, &reg, 1), 1); // unsignaled: completes silently
+    post_receive(*b_, 3, 0, 64);
+    SendWr send = send_wr(*a_, WrOpcode::send_with_inv, 0, 16);
+    send.imm_or_invalidate = key;
+    ASSERT_EQ(post_send(a_->qp, &send, 1), 1);
+    ASSERT_EQ(wait(*a_, 1).size(), 1U);
+    const auto received = wait(*b_, 1);
+    ASSERT_EQ(received.size(), 1U);
+    EXPECT_TRUE(received[0].flags & wc_with_inv);
+    EXPECT_EQ(received[0].imm_or_invalidated, key);
+    EXPECT_FALSE(region->region().valid()) << "SEND_WITH_INV invalidated the named rkey";
 }
 
 TEST_F(EngineTest, BadLkeyIsALocalProtectionError) {
