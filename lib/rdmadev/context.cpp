@@ -208,6 +208,19 @@ std::size_t Context::poll_control(std::span<ControlCompletion> out) {
     return n;
 }
 
+Result<std::vector<Counter>> Context::query_stats() const {
+    if (!state_) {
+        return Error(StatusCode::invalid_parameter, "the context is not open");
+    }
+    driver::Device* dev = detail::live_device(*state_);
+    if (dev == nullptr) {
+        return detail::device_removed_error(state_->device);
+    }
+    std::vector<Counter> counters;
+    dev->config.ops->stats(*dev, counters);
+    return counters;
+}
+
 std::size_t Context::poll_events(std::span<Event> out) {
     if (!state_) {
         return 0;

@@ -285,6 +285,32 @@ void query_qp(Device&, void* queue, rdma::QpAttr& attr) {
     attr.sq_psn = qp.send_psn;
 }
 
+void stats(Device& device, std::vector<rdma::Counter>& out) {
+    const SwroceCounters& c = swroce(device).counters;
+    const std::pair<const char*, std::uint64_t> values[] = {
+        {"rx_packets", c.rx_packets},
+        {"tx_packets", c.tx_packets},
+        {"rx_bad_frame", c.rx_bad_frame},
+        {"rx_bad_icrc", c.rx_bad_icrc},
+        {"rx_unknown_qp", c.rx_unknown_qp},
+        {"rx_not_handled", c.rx_not_handled},
+        {"rx_dropped_injected", c.rx_dropped_injected},
+        {"duplicates", c.duplicates},
+        {"naks_sent", c.naks_sent},
+        {"naks_received", c.naks_received},
+        {"retransmissions", c.retransmissions},
+        {"tx_no_mbuf", c.tx_no_mbuf},
+        {"tx_dropped", c.tx_dropped},
+        {"arp_requests_sent", c.arp_requests_sent},
+        {"arp_replies_sent", c.arp_replies_sent},
+        {"arp_resolved", c.arp_resolved},
+        {"arp_failed", c.arp_failed},
+    };
+    for (const auto& [name, value] : values) {
+        out.push_back({name, value});
+    }
+}
+
 void close_device(Device& device) {
     SwroceDevice* dev = &swroce(device);
     SWROCE_LOG(INFO, "%s: closing (port %s)", dev->name.c_str(), dev->port.name().c_str());
@@ -353,8 +379,8 @@ void flush_queues(SwroceQp& qp) noexcept {
 }
 
 const rdma::driver::DeviceOps swroce_ops = {
-    query_port, create_cq,        destroy_cq,  create_qp, modify_qp,
-    destroy_qp, control_progress, qp_send_psn, query_qp,  close_device,
+    query_port,       create_cq,   destroy_cq, create_qp,    modify_qp, destroy_qp,
+    control_progress, qp_send_psn, query_qp,   close_device, stats,
 };
 
 } // namespace prdma::swroce

@@ -140,6 +140,7 @@ struct SwroceCounters {
     std::uint64_t naks_received = 0;
     std::uint64_t retransmissions = 0;
     std::uint64_t tx_no_mbuf = 0;
+    std::uint64_t rx_dropped_injected = 0; // by the drop= devarg
     std::uint64_t arp_requests_sent = 0;
     std::uint64_t arp_replies_sent = 0;
     std::uint64_t arp_resolved = 0;
@@ -165,7 +166,8 @@ struct SwroceDevice {
     std::vector<std::unique_ptr<SwroceCq>> cqs;
     std::vector<PendingRtr> pending_rtr;
     std::vector<PendingDestroy> pending_destroy;
-    bool link_was_up = false; // last link state reported, for port_active / port_error events
+    bool link_was_up = false;     // last link state reported, for port_active / port_error events
+    std::uint64_t drop_state = 0; // xorshift64 state of the drop= devarg, seeded by seed=
     SwroceCounters counters;
 
     [[nodiscard]] SwroceQp* qp_by_number(std::uint32_t qpn) noexcept {

@@ -326,13 +326,18 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
         }
         while (wqe.next_packet < segments.packet_count() && !tx.full()) {
             const PacketPlan plan = segments.packet(wqe.next_packet);
-            roce::FrameHeaders h =
-                headers_for(qp, plan.opcode, roce::psn_add(wqe.first_psn, wqe.next_packet));
+            // A READ asked again asks only for what has not arrived (IBTA 9.4.4): its PSN, VA and
+            // length move past the responses already placed.
+            const bool read = wqe.wr.opcode == rdma::WrOpcode::rdma_read;
+            const std::uint32_t done = read ? wqe.responses * mtu : 0;
+            const std::uint32_t psn =
+                roce::psn_add(wqe.first_psn, read ? wqe.responses : wqe.next_packet);
+            roce::FrameHeaders h = headers_for(qp, plan.opcode, psn);
             const auto& info = roce::opcode_info(plan.opcode);
             h.bth.ack_req = plan.last;
             h.bth.solicited = plan.last && (wqe.wr.flags & rdma::send_solicited) != 0;
             if (info.has(roce::ExtHeader::reth)) {
-                h.reth = {wqe.wr.rdma.remote_addr, wqe.wr.rdma.rkey, wqe.length};
+                h.reth = {wqe.wr.rdma.remote_addr + done, wqe.wr.rdma.rkey, wqe.length - done};
             }
             if (info.has(roce::ExtHeader::immdt)) {
                 h.immediate = wqe.wr.imm_or_invalidate;
@@ -373,10 +378,9 @@ void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept {
             break;
         }
         const std::int32_t into = roce::psn_diff(from_psn, wqe.first_psn);
-        // A READ is asked again whole: its responses are placed again from the start.
+        // A READ keeps the responses it has; it is asked again for the rest.
         wqe.next_packet =
             i == 0 && into > 0 && !wqe.is_read_or_atomic() ? static_cast<std::uint32_t>(into) : 0;
-        wqe.responses = 0;
     }
     qp.send_offset = 0;
     ++qp.device->counters.retransmissions;
@@ -527,11 +531,13 @@ void execute_read_atomic(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept 
     ++qp.msn;
 }
 
-// A duplicate READ/atomic: answered again from its resource, never executed twice.
+// A duplicate READ/atomic: answered again from its resource, never executed twice. A READ asked
+// again from a PSN inside its range is answered from that response on.
 void replay(SwroceQp& qp, std::uint32_t psn) noexcept {
     for (ResponderResource& resource : qp.resources) {
-        if (resource.valid && resource.psn == psn) {
-            resource.next_packet = 0;
+        const std::int32_t into = roce::psn_diff(psn, resource.psn);
+        if (resource.valid && into >= 0 && static_cast<std::uint32_t>(into) < resource.span) {
+            resource.next_packet = static_cast<std::uint32_t>(into);
             resource.sending = true;
             return;
         }
@@ -738,6 +744,7 @@ void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64
         place_in_wqe(target, offset, frame.payload.data(),
                      static_cast<std::uint32_t>(frame.payload.size()));
         ++target.responses;
+        qp.retries_left = qp.attr.retry_cnt; // forward progress
         if (target.responses < target.psn_span) {
             arm_timer(qp, now);
             return;
@@ -910,6 +917,25 @@ void transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept {
     tx.count = 0;
 }
 
+// The drop= devarg: loses received frames with that probability, from a generator seeded by
+// seed=, so a loss run repeats exactly.
+bool drop_injected(SwroceDevice& dev) noexcept {
+    if (PRDMA_LIKELY(dev.args.drop <= 0.0)) {
+        return false;
+    }
+    std::uint64_t x = dev.drop_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    dev.drop_state = x;
+    const double sample = static_cast<double>(x >> 11) * 0x1.0p-53;
+    if (sample < dev.args.drop) {
+        ++dev.counters.rx_dropped_injected;
+        return true;
+    }
+    return false;
+}
+
 } // namespace
 
 void progress_group(SwroceDevice& dev, unsigned group) noexcept {
@@ -918,6 +944,10 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept {
     const std::uint16_t received = dev.port.receive_frames(group, mbufs.data(), burst_size);
     for (std::uint16_t i = 0; i < received; ++i) {
         rte_mbuf* mbuf = mbufs[i];
+        if (drop_injected(dev)) {
+            rte_pktmbuf_free(mbuf);
+            continue;
+        }
         handle_frame(dev, {rte_pktmbuf_mtod(mbuf, const std::uint8_t*), rte_pktmbuf_data_len(mbuf)},
                      now);
         rte_pktmbuf_free(mbuf);

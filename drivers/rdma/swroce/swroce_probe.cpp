@@ -74,6 +74,8 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
     dev->path_mtu = dev->args.mtu ? static_cast<rdma::Mtu>(std::countr_zero(*dev->args.mtu) - 7)
                                   : rdma::mtu_for_ethernet(dev->port.ethernet_mtu());
     dev->gid = gid_from_ip(dev->args.ip);
+    // xorshift64 must not start at zero.
+    dev->drop_state = dev->args.seed != 0 ? dev->args.seed : 0x9e3779b97f4a7c15ULL;
     // Events report changes from here on: a context opened later sees the state in query_port.
     dev->link_was_up = dev->port.link_up();
     // IPv4 peers are resolved with ARP; an IPv6 device has no resolver (no neighbour discovery

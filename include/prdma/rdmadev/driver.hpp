@@ -86,6 +86,8 @@ struct DeviceOps {
     void (*query_qp)(Device& device, void* qp, QpAttr& attr);
     // The device is going away (vdev remove): stop the port, free every driver object.
     void (*close)(Device& device);
+    // Appends the device's counters (control path; values read from the owning lcores' data).
+    void (*stats)(Device& device, std::vector<Counter>& out);
 };
 
 struct DeviceConfig {

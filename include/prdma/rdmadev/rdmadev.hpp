@@ -55,6 +55,12 @@ struct ControlCompletion {
     std::string message; // for a failed request: what went wrong
 };
 
+// One device counter (what ethtool -S / rte_eth_xstats show for a NIC).
+struct Counter {
+    std::string name;
+    std::uint64_t value = 0;
+};
+
 struct Event {
     EventType type = EventType::port_active;
     std::uint8_t port = 0;
@@ -283,6 +289,8 @@ public:
     // Drives pending control requests and returns the finished ones; never blocks.
     std::size_t poll_control(std::span<ControlCompletion> out);
     std::size_t poll_events(std::span<Event> out);
+    // The device's counters: packets, retransmissions, NAKs, drops by reason, ...
+    Result<std::vector<Counter>> query_stats() const;
 
     // Resources this client still holds (what close() would call busy).
     struct Resources {

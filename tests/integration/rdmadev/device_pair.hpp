@@ -30,7 +30,7 @@ struct DriverFactory {
     std::function<std::unique_ptr<DevicePair>()> make;
 };
 
-// One factory per driver, each in its own file.
-DriverFactory swroce_factory();
+// One factory per driver, each in its own file; `extra_devargs` is appended to both devices'.
+DriverFactory swroce_factory(std::string extra_devargs = {});
 
 } // namespace prdma::rdma::conformance

@@ -17,7 +17,7 @@ namespace {
 
 class SwrocePair final : public DevicePair {
 public:
-    SwrocePair() {
+    explicit SwrocePair(const std::string& extra) {
         static int instance = 0;
         const std::string tag = "cf" + std::to_string(instance++);
         a_to_b_ = rte_ring_create((tag + "ab").c_str(), 1024, static_cast<int>(rte_socket_id()),
@@ -34,8 +34,8 @@ public:
             rte_eth_from_rings((tag + "b").c_str(), &a_to_b_, 1, &b_to_a_, 1, rte_socket_id()), 0);
         name_a_ = "rdma_swroce_" + tag + "a";
         name_b_ = "rdma_swroce_" + tag + "b";
-        auto a = create_device(name_a_ + ",port=" + port_a_ + ",ip=10.0.0.1");
-        auto b = create_device(name_b_ + ",port=" + port_b_ + ",ip=10.0.0.2");
+        auto a = create_device(name_a_ + ",port=" + port_a_ + ",ip=10.0.0.1" + extra);
+        auto b = create_device(name_b_ + ",port=" + port_b_ + ",ip=10.0.0.2" + extra);
         EXPECT_TRUE(a.ok()) << a.error().to_string();
         EXPECT_TRUE(b.ok()) << b.error().to_string();
         a_ = a.ok() ? a.value() : invalid_device;
@@ -89,8 +89,9 @@ private:
 
 } // namespace
 
-DriverFactory swroce_factory() {
-    return {"swroce", [] { return std::make_unique<SwrocePair>(); }};
+DriverFactory swroce_factory(std::string extra_devargs) {
+    return {"swroce",
+            [extra = std::move(extra_devargs)] { return std::make_unique<SwrocePair>(extra); }};
 }
 
 } // namespace prdma::rdma::conformance
