@@ -7,6 +7,10 @@
 #include <memory>
 #include <optional>
 #include <span>
+
+struct rte_mbuf;
+struct rte_mempool;
+struct rte_pcapng;
 #include <vector>
 
 #include <prdma/rdmadev/driver.hpp>
@@ -168,6 +172,11 @@ struct SwroceDevice {
     std::vector<PendingDestroy> pending_destroy;
     bool link_was_up = false;     // last link state reported, for port_active / port_error events
     std::uint64_t drop_state = 0; // xorshift64 state of the drop= devarg, seeded by seed=
+    // pcap=: every RoCE frame received and transmitted, in pcapng (a debugging aid: the copy and
+    // the file write cost time on the data path).
+    ::rte_pcapng* capture = nullptr;
+    ::rte_mempool* capture_pool = nullptr;
+    ~SwroceDevice();
     SwroceCounters counters;
 
     [[nodiscard]] SwroceQp* qp_by_number(std::uint32_t qpn) noexcept {
@@ -204,6 +213,12 @@ std::uint16_t swroce_poll_cq(void* queue, rdma::WorkCompletion* wcs, std::uint16
 
 // Moves every queued WR of `qp` to its CQs as a flush error (QP in ERR, or being destroyed).
 void flush_queues(SwroceQp& qp) noexcept;
+
+// pcap= capture (swroce_capture.cpp): opens the file at probe; `capture_frames` copies and writes
+// a burst (no-op when capture is off).
+Status open_capture(SwroceDevice& dev);
+void capture_frames(SwroceDevice& dev, unsigned group, rte_mbuf* const* mbufs, std::uint16_t count,
+                    bool transmitted) noexcept;
 
 // The data path (swroce_engine.cpp): receive, protocol, transmit and timers for one queue group;
 // and the requester of one QP right after a post that rings the doorbell.

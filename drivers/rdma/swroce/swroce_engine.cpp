@@ -830,12 +830,14 @@ void check_timer(SwroceQp& qp, std::uint64_t now) noexcept {
     arm_timer(qp, now);
 }
 
-void handle_frame(SwroceDevice& dev, std::span<const std::uint8_t> bytes,
-                  std::uint64_t now) noexcept {
+void handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64_t now) noexcept {
+    const std::span<const std::uint8_t> bytes(rte_pktmbuf_mtod(mbuf, const std::uint8_t*),
+                                              rte_pktmbuf_data_len(mbuf));
     ++dev.counters.rx_packets;
     if (handle_arp_frame(dev, bytes, now)) {
         return;
     }
+    capture_frames(dev, group, &mbuf, 1, false);
     roce::ParsedFrame frame;
     if (roce::parse_roce_frame(bytes, frame) != roce::ParseError::ok) {
         ++dev.counters.rx_bad_frame;
@@ -903,6 +905,7 @@ void send_responses(SwroceQp& qp, TxBatch& tx) noexcept {
 }
 
 void transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept {
+    capture_frames(dev, group, tx.mbufs.data(), tx.count, true);
     std::uint16_t sent = 0;
     // A full port queue is retried a few times; what still does not fit is dropped and counted,
     // and the retransmission timer recovers it.
@@ -948,8 +951,7 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept {
             rte_pktmbuf_free(mbuf);
             continue;
         }
-        handle_frame(dev, {rte_pktmbuf_mtod(mbuf, const std::uint8_t*), rte_pktmbuf_data_len(mbuf)},
-                     now);
+        handle_frame(dev, group, mbuf, now);
         rte_pktmbuf_free(mbuf);
     }
     TxBatch tx;

@@ -63,6 +63,14 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
     dev->args = parsed.value();
     dev->max_qp = 1024;
     dev->tsc_hz = rte_get_tsc_hz();
+    // DPDK 22.11's pcapng describes the ports RTE_ETH_FOREACH_DEV lists when the file opens; a port
+    // swroce has claimed is hidden from it, so the capture opens first.
+    if (!dev->args.pcap.empty()) {
+        if (Status capture = open_capture(*dev); !capture.ok()) {
+            rdma::driver::report_probe_error(name, capture.error());
+            return -EINVAL;
+        }
+    }
     // rte_socket_id() is SOCKET_ID_ANY (as unsigned) off an lcore, which the cast restores.
     auto port = SwrocePort::open(dev->args.port, dev->args.queues, dev->args.mtu,
                                  static_cast<int>(rte_socket_id()));

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <prdma/rdmadev/rdmadev.hpp>
@@ -30,7 +31,8 @@ struct DriverFactory {
     std::function<std::unique_ptr<DevicePair>()> make;
 };
 
-// One factory per driver, each in its own file; `extra_devargs` is appended to both devices'.
-DriverFactory swroce_factory(std::string extra_devargs = {});
+// One factory per driver, each in its own file; `extra_a` / `extra_b` are appended to the two
+// devices' devargs (b defaults to a's).
+DriverFactory swroce_factory(std::string extra_a = {}, std::optional<std::string> extra_b = {});
 
 } // namespace prdma::rdma::conformance

@@ -17,7 +17,7 @@ namespace {
 
 class SwrocePair final : public DevicePair {
 public:
-    explicit SwrocePair(const std::string& extra) {
+    SwrocePair(const std::string& extra, const std::string& extra_b) {
         static int instance = 0;
         const std::string tag = "cf" + std::to_string(instance++);
         a_to_b_ = rte_ring_create((tag + "ab").c_str(), 1024, static_cast<int>(rte_socket_id()),
@@ -35,7 +35,7 @@ public:
         name_a_ = "rdma_swroce_" + tag + "a";
         name_b_ = "rdma_swroce_" + tag + "b";
         auto a = create_device(name_a_ + ",port=" + port_a_ + ",ip=10.0.0.1" + extra);
-        auto b = create_device(name_b_ + ",port=" + port_b_ + ",ip=10.0.0.2" + extra);
+        auto b = create_device(name_b_ + ",port=" + port_b_ + ",ip=10.0.0.2" + extra_b);
         EXPECT_TRUE(a.ok()) << a.error().to_string();
         EXPECT_TRUE(b.ok()) << b.error().to_string();
         a_ = a.ok() ? a.value() : invalid_device;
@@ -89,9 +89,11 @@ private:
 
 } // namespace
 
-DriverFactory swroce_factory(std::string extra_devargs) {
-    return {"swroce",
-            [extra = std::move(extra_devargs)] { return std::make_unique<SwrocePair>(extra); }};
+DriverFactory swroce_factory(std::string extra_a, std::optional<std::string> extra_b) {
+    std::string b = extra_b.value_or(extra_a);
+    return {"swroce", [a = std::move(extra_a), b = std::move(b)] {
+                return std::make_unique<SwrocePair>(a, b);
+            }};
 }
 
 } // namespace prdma::rdma::conformance
