@@ -485,6 +485,69 @@ TEST_F(EngineTest, MisalignedAtomicIsAnInvalidRequest) {
     EXPECT_EQ(*target, 7U) << "target untouched";
 }
 
+// Many QPs on one queue group at once: each pair moves its own data, interleaved on the wire.
+TEST_F(EngineTest, SixteenQueuePairsAtOnce) {
+    constexpr int pairs = 16;
+    constexpr std::uint32_t size = 5000;
+    struct Pair {
+        QueuePair a, b;
+    };
+    std::vector<Pair> qps(pairs);
+    QpInitAttr init_a;
+    init_a.pd = &a_->pd;
+    init_a.send_cq = &a_->cq;
+    init_a.recv_cq = &a_->cq;
+    QpInitAttr init_b;
+    init_b.pd = &b_->pd;
+    init_b.send_cq = &b_->cq;
+    init_b.recv_cq = &b_->cq;
+    for (Pair& pair : qps) {
+        pair.a = std::move(a_->context.create_qp(init_a).value());
+        pair.b = std::move(b_->context.create_qp(init_b).value());
+    }
+    // Connect each pair with the same steps the fixture uses for its main QPs.
+    for (Pair& pair : qps) {
+        std::swap(a_->qp, pair.a);
+        std::swap(b_->qp, pair.b);
+        connect(*a_, *b_, pair_->gid_b());
+        connect(*b_, *a_, pair_->gid_a());
+        std::swap(a_->qp, pair.a);
+        std::swap(b_->qp, pair.b);
+    }
+    fill(*a_, 0, pairs * size, 41);
+    for (int i = 0; i < pairs; ++i) {
+        RecvWr recv;
+        recv.wr_id = static_cast<std::uint64_t>(i);
+        recv.num_sge = 1;
+        recv.sge = {b_->addr() + 512 * 1024 + static_cast<std::uint64_t>(i) * size, size,
+                    b_->mr.lkey()};
+        ASSERT_EQ(post_recv(qps[static_cast<std::size_t>(i)].b, &recv, 1), 1);
+    }
+    for (int i = 0; i < pairs; ++i) {
+        SendWr write =
+            send_wr(*a_, WrOpcode::rdma_write, static_cast<std::uint64_t>(i) * size, size);
+        write.flags = 0;
+        write.rdma.remote_addr = b_->addr() + static_cast<std::uint64_t>(i) * size;
+        write.rdma.rkey = b_->mr.rkey();
+        SendWr send = send_wr(*a_, WrOpcode::send, static_cast<std::uint64_t>(i) * size, size);
+        send.wr_id = static_cast<std::uint64_t>(i);
+        ASSERT_EQ(post_send(qps[static_cast<std::size_t>(i)].a, &write, 1), 1);
+        ASSERT_EQ(post_send(qps[static_cast<std::size_t>(i)].a, &send, 1), 1);
+    }
+    const auto sent = wait(*a_, pairs);
+    ASSERT_EQ(sent.size(), static_cast<std::size_t>(pairs));
+    const auto received = wait(*b_, pairs);
+    ASSERT_EQ(received.size(), static_cast<std::size_t>(pairs));
+    std::set<std::uint32_t> receiving_qps;
+    for (const auto& wc : received) {
+        EXPECT_EQ(wc.status, WcStatus::success);
+        receiving_qps.insert(wc.qpn);
+    }
+    EXPECT_EQ(receiving_qps.size(), static_cast<std::size_t>(pairs));
+    EXPECT_EQ(std::memcmp(b_->data(), a_->data(), pairs * size), 0) << "every WRITE";
+    EXPECT_EQ(std::memcmp(b_->data() + 512 * 1024, a_->data(), pairs * size), 0) << "every SEND";
+}
+
 // Seed 001: B fast-registers four 4 KiB pages of its buffer (out of order) under a new rkey, A
 // writes and reads through it, B invalidates it and A's next access fails.
 TEST_F(EngineTest, FastRegisterThenPeerAccessThenLocalInvalidate) {
