@@ -385,4 +385,44 @@ FrameHeaders frame_headers_of(const ParsedFrame& parsed) noexcept {
     return h;
 }
 
+namespace {
+
+std::uint32_t sum16(const std::uint8_t* data, std::size_t length, std::uint32_t sum) noexcept {
+    for (; length >= 2; data += 2, length -= 2) {
+        sum += static_cast<std::uint32_t>(data[0]) << 8 | data[1];
+    }
+    if (length == 1) {
+        sum += static_cast<std::uint32_t>(data[0]) << 8;
+    }
+    return sum;
+}
+
+} // namespace
+
+bool set_ipv6_udp_checksum(std::span<std::uint8_t> frame, const FrameLayout& layout) noexcept {
+    const std::size_t ip = layout.ip_offset;
+    if (!layout.ok() || frame.size() < ip + ipv6_header_size + udp_header_size ||
+        (frame[ip] >> 4) != 6) {
+        return false;
+    }
+    const std::uint8_t* ip6 = frame.data() + ip;
+    const std::uint16_t udp_length = load_be16(ip6 + 4);
+    std::uint8_t* udp = frame.data() + ip + ipv6_header_size;
+    if (frame.size() < ip + ipv6_header_size + udp_length) {
+        return false;
+    }
+    store_be16(udp + 6, 0);
+    // Pseudo-header: source, destination, UDP length, next header (RFC 8200 8.1).
+    std::uint32_t sum = sum16(ip6 + 8, 32, 0);
+    sum += udp_length;
+    sum += ip_protocol_udp;
+    sum = sum16(udp, udp_length, sum);
+    while ((sum >> 16) != 0) {
+        sum = (sum & 0xffffU) + (sum >> 16);
+    }
+    auto checksum = static_cast<std::uint16_t>(~sum & 0xffffU);
+    store_be16(udp + 6, checksum == 0 ? 0xffff : checksum); // 0 means "none", sent as all ones
+    return true;
+}
+
 } // namespace prdma::roce

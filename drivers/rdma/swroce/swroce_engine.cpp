@@ -58,9 +58,16 @@ roce::FrameHeaders headers_for(const SwroceQp& qp, roce::Opcode opcode,
     roce::FrameHeaders h;
     h.eth.dst = *qp.dest_mac;
     h.eth.src = dev.port.mac();
-    h.ip_version = roce::IpVersion::ipv4;
-    h.ipv4.src = dev.args.ip.ipv4_host_order();
-    h.ipv4.dst = peer_ipv4(qp);
+    if (dev.args.ip.is_v4) {
+        h.ip_version = roce::IpVersion::ipv4;
+        h.ipv4.src = dev.args.ip.ipv4_host_order();
+        h.ipv4.dst = peer_ipv4(qp);
+    } else {
+        h.eth.ether_type = roce::ethertype_ipv6;
+        h.ip_version = roce::IpVersion::ipv6;
+        std::copy(dev.args.ip.bytes.begin(), dev.args.ip.bytes.end(), h.ipv6.src.begin());
+        std::copy(qp.attr.dest_gid.raw.begin(), qp.attr.dest_gid.raw.end(), h.ipv6.dst.begin());
+    }
     // Per-QP source port: ECMP entropy, as rxe and RoCE NICs spread flows.
     h.udp_src_port = static_cast<std::uint16_t>(0xc000U | (qp.qpn & 0x3fffU));
     h.bth.opcode = opcode;
@@ -164,6 +171,9 @@ bool emit(SwroceQp& qp, TxBatch& tx, const roce::FrameHeaders& h, const Payload&
         }
     }
     roce::finalize_frame(room.first(layout.wire_length), layout);
+    if (h.ip_version == roce::IpVersion::ipv6) {
+        roce::set_ipv6_udp_checksum(room.first(layout.wire_length), layout);
+    }
     mbuf->data_len = static_cast<std::uint16_t>(layout.wire_length);
     mbuf->pkt_len = layout.wire_length;
     tx.mbufs[tx.count++] = mbuf;

@@ -162,4 +162,8 @@ FrameLayout build_frame(const FrameHeaders& h, std::span<const std::uint8_t> pay
 // builder can express it: IPv4 options, reserved bits and a non-zero UDP checksum are not kept.
 FrameHeaders frame_headers_of(const ParsedFrame& parsed) noexcept;
 
+// IPv6 requires a UDP checksum (RFC 8200 8.1; tshark flags 0 as illegal) and the ICRC masks it,
+// so it is written last, over the finished datagram: call after finalize_frame on an IPv6 frame.
+bool set_ipv6_udp_checksum(std::span<std::uint8_t> frame, const FrameLayout& layout) noexcept;
+
 } // namespace prdma::roce

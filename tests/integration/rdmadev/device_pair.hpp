@@ -33,6 +33,8 @@ struct DriverFactory {
 
 // One factory per driver, each in its own file; `extra_a` / `extra_b` are appended to the two
 // devices' devargs (b defaults to a's).
-DriverFactory swroce_factory(std::string extra_a = {}, std::optional<std::string> extra_b = {});
+// `ipv6` gives the devices fd00::1 and fd00::2 instead of 10.0.0.1 and 10.0.0.2.
+DriverFactory swroce_factory(std::string extra_a = {}, std::optional<std::string> extra_b = {},
+                             bool ipv6 = false);
 
 } // namespace prdma::rdma::conformance

@@ -17,7 +17,7 @@ namespace {
 
 class SwrocePair final : public DevicePair {
 public:
-    SwrocePair(const std::string& extra, const std::string& extra_b) {
+    SwrocePair(const std::string& extra, const std::string& extra_b, bool ipv6) : ipv6_(ipv6) {
         static int instance = 0;
         const std::string tag = "cf" + std::to_string(instance++);
         a_to_b_ = rte_ring_create((tag + "ab").c_str(), 1024, static_cast<int>(rte_socket_id()),
@@ -34,8 +34,10 @@ public:
             rte_eth_from_rings((tag + "b").c_str(), &a_to_b_, 1, &b_to_a_, 1, rte_socket_id()), 0);
         name_a_ = "rdma_swroce_" + tag + "a";
         name_b_ = "rdma_swroce_" + tag + "b";
-        auto a = create_device(name_a_ + ",port=" + port_a_ + ",ip=10.0.0.1" + extra);
-        auto b = create_device(name_b_ + ",port=" + port_b_ + ",ip=10.0.0.2" + extra_b);
+        const std::string ip_a = ipv6 ? "fd00::1" : "10.0.0.1";
+        const std::string ip_b = ipv6 ? "fd00::2" : "10.0.0.2";
+        auto a = create_device(name_a_ + ",port=" + port_a_ + ",ip=" + ip_a + extra);
+        auto b = create_device(name_b_ + ",port=" + port_b_ + ",ip=" + ip_b + extra_b);
         EXPECT_TRUE(a.ok()) << a.error().to_string();
         EXPECT_TRUE(b.ok()) << b.error().to_string();
         a_ = a.ok() ? a.value() : invalid_device;
@@ -58,8 +60,8 @@ public:
 
     [[nodiscard]] DeviceId a() const override { return a_; }
     [[nodiscard]] DeviceId b() const override { return b_; }
-    [[nodiscard]] Gid gid_a() const override { return Gid::from_ipv4(0x0a000001); }
-    [[nodiscard]] Gid gid_b() const override { return Gid::from_ipv4(0x0a000002); }
+    [[nodiscard]] Gid gid_a() const override { return ipv6_ ? v6(1) : Gid::from_ipv4(0x0a000001); }
+    [[nodiscard]] Gid gid_b() const override { return ipv6_ ? v6(2) : Gid::from_ipv4(0x0a000002); }
     [[nodiscard]] Gid unreachable_gid() const override { return Gid::from_ipv4(0x0a000063); }
     bool set_link_a(bool up) override {
         std::uint16_t port = 0;
@@ -80,6 +82,13 @@ public:
     }
 
 private:
+    static Gid v6(std::uint8_t last) {
+        Gid gid;
+        gid.raw[0] = 0xfd;
+        gid.raw[15] = last;
+        return gid;
+    }
+    bool ipv6_ = false;
     rte_ring* a_to_b_ = nullptr;
     rte_ring* b_to_a_ = nullptr;
     std::string port_a_, port_b_, name_a_, name_b_;
@@ -89,10 +98,10 @@ private:
 
 } // namespace
 
-DriverFactory swroce_factory(std::string extra_a, std::optional<std::string> extra_b) {
+DriverFactory swroce_factory(std::string extra_a, std::optional<std::string> extra_b, bool ipv6) {
     std::string b = extra_b.value_or(extra_a);
-    return {"swroce", [a = std::move(extra_a), b = std::move(b)] {
-                return std::make_unique<SwrocePair>(a, b);
+    return {"swroce", [a = std::move(extra_a), b = std::move(b), ipv6] {
+                return std::make_unique<SwrocePair>(a, b, ipv6);
             }};
 }
 
