@@ -9,6 +9,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 #include <rte_pcapng.h>
+#include <rte_ring.h>
 
 #include <prdma/format.hpp>
 
@@ -18,6 +19,16 @@
 namespace prdma::swroce {
 
 SwroceDevice::~SwroceDevice() {
+    for (const auto& group : groups) {
+        if (group->handover != nullptr) {
+            // Frames still in a ring go back to their pools before the port (and pools) close.
+            rte_mbuf* mbuf = nullptr;
+            while (rte_ring_dequeue(group->handover, reinterpret_cast<void**>(&mbuf)) == 0) {
+                rte_pktmbuf_free(mbuf);
+            }
+            rte_ring_free(group->handover);
+        }
+    }
     if (capture != nullptr) {
         rte_pcapng_close(capture); // closes the file descriptor too
     }

@@ -23,13 +23,14 @@ SwroceDevice& swroce(Device& device) {
     return *static_cast<SwroceDevice*>(device.driver_private());
 }
 
-void send_control_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame) {
+void send_control_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
+                        SwroceCounters& counters) {
     rte_mbuf* mbuf = dev.port.copy_to_mbuf(0, frame);
     if (mbuf == nullptr || dev.port.send_frames(0, &mbuf, 1) != 1) {
         if (mbuf != nullptr) {
             rte_pktmbuf_free(mbuf);
         }
-        ++dev.counters.tx_dropped;
+        ++counters.tx_dropped;
     }
 }
 
@@ -72,15 +73,13 @@ Status destroy_cq(Device& device, void* cq) {
 
 Result<rdma::driver::QpCreated> create_qp(Device& device, const rdma::driver::QpInit& init) {
     SwroceDevice& dev = swroce(device);
-    auto slot = std::find(dev.qps.begin(), dev.qps.end(), nullptr);
+    const auto slot = std::find(dev.qps.begin(), dev.qps.end(), nullptr);
     if (slot == dev.qps.end()) {
-        if (dev.qps.size() >= dev.max_qp) {
-            return Error(StatusCode::no_resources,
-                         strformat("all %u QPs of %s are in use", dev.max_qp, dev.name.c_str()));
-        }
-        dev.qps.emplace_back();
-        slot = dev.qps.end() - 1;
+        return Error(StatusCode::no_resources,
+                     strformat("all %u QPs of %s are in use", dev.max_qp, dev.name.c_str()));
     }
+    dev.qp_slots_used =
+        std::max(dev.qp_slots_used, static_cast<std::uint32_t>(slot - dev.qps.begin()) + 1);
     auto qp = std::make_unique<SwroceQp>();
     qp->device = &dev;
     qp->qpn = first_qpn + static_cast<std::uint32_t>(slot - dev.qps.begin());
@@ -147,6 +146,11 @@ Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, std::uin
     auto& qp = *static_cast<SwroceQp*>(queue);
     const bool to_rtr = (mask & rdma::qp_attr_state) != 0 && attr.state == rdma::QpState::rtr;
     if (to_rtr && !attr.dest_mac) {
+        if (!dev.may_drive(0)) {
+            // ARP belongs to queue group 0, which another thread polls now.
+            return Error(StatusCode::not_supported,
+                         "queue group 0 is polled by another thread: give dest_mac at RTR");
+        }
         if (!attr.dest_gid.is_ipv4_mapped() || !dev.arp) {
             return Error(StatusCode::not_supported,
                          "swroce resolves IPv4 peers with ARP; give dest_mac for an IPv6 peer");
@@ -165,8 +169,8 @@ Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, std::uin
         ArpFrame frame;
         switch (dev.arp->request(ip, now, frame)) {
         case ArpRequestResult::send:
-            send_control_frame(dev, frame.view());
-            ++dev.counters.arp_requests_sent;
+            send_control_frame(dev, frame.view(), dev.control_counters);
+            ++dev.control_counters.arp_requests_sent;
             break;
         case ArpRequestResult::pending:
         case ArpRequestResult::already_known:
@@ -232,11 +236,11 @@ void poll_arp(SwroceDevice& dev, std::uint64_t now) {
     std::array<std::uint32_t, 8> failed{};
     const ArpPollResult polled = dev.arp->poll(now, retries, failed);
     for (std::size_t i = 0; i < polled.frames; ++i) {
-        send_control_frame(dev, retries[i].view());
-        ++dev.counters.arp_requests_sent;
+        send_control_frame(dev, retries[i].view(), dev.control_counters);
+        ++dev.control_counters.arp_requests_sent;
     }
     for (std::size_t i = 0; i < polled.failed; ++i) {
-        ++dev.counters.arp_failed;
+        ++dev.control_counters.arp_failed;
         finish_rtr(dev, failed[i], std::nullopt);
     }
 }
@@ -255,11 +259,14 @@ void watch_link(Device& device) {
 void control_progress(Device& device) {
     SwroceDevice& dev = swroce(device);
     watch_link(device);
-    // Until an lcore polls the queue groups, the control caller drives them (ARP replies, ACKs).
+    // Groups no thread has claimed (or that this thread polls) are driven from here: ARP replies,
+    // ACKs and READ responses go on before the application's first poll.
     for (unsigned group = 0; group < dev.port.queue_groups(); ++group) {
-        progress_group(dev, group);
+        if (dev.may_drive(group)) {
+            progress_group(dev, group);
+        }
     }
-    if (dev.arp) {
+    if (dev.arp && dev.may_drive(0)) {
         poll_arp(dev, rte_get_tsc_cycles());
     }
     // Destroys wait until their queued work is flushed to the CQs; the flush happens here, on the
@@ -286,7 +293,29 @@ void query_qp(Device&, void* queue, rdma::QpAttr& attr) {
 }
 
 void stats(Device& device, std::vector<rdma::Counter>& out) {
-    const SwroceCounters& c = swroce(device).counters;
+    // Each group's counters belong to its thread; a control-path read of them is a snapshot.
+    const SwroceDevice& dev = swroce(device);
+    SwroceCounters c = dev.control_counters;
+    for (const auto& group : dev.groups) {
+        const SwroceCounters& g = group->counters;
+        c.rx_packets += g.rx_packets;
+        c.tx_packets += g.tx_packets;
+        c.rx_bad_frame += g.rx_bad_frame;
+        c.rx_bad_icrc += g.rx_bad_icrc;
+        c.rx_unknown_qp += g.rx_unknown_qp;
+        c.rx_not_handled += g.rx_not_handled;
+        c.rx_dropped_injected += g.rx_dropped_injected;
+        c.duplicates += g.duplicates;
+        c.naks_sent += g.naks_sent;
+        c.naks_received += g.naks_received;
+        c.retransmissions += g.retransmissions;
+        c.tx_no_mbuf += g.tx_no_mbuf;
+        c.tx_dropped += g.tx_dropped;
+        c.steering_misses += g.steering_misses;
+        c.handover_dropped += g.handover_dropped;
+        c.arp_replies_sent += g.arp_replies_sent;
+        c.arp_resolved += g.arp_resolved;
+    }
     const std::pair<const char*, std::uint64_t> values[] = {
         {"rx_packets", c.rx_packets},
         {"tx_packets", c.tx_packets},
@@ -301,6 +330,8 @@ void stats(Device& device, std::vector<rdma::Counter>& out) {
         {"retransmissions", c.retransmissions},
         {"tx_no_mbuf", c.tx_no_mbuf},
         {"tx_dropped", c.tx_dropped},
+        {"steering_misses", c.steering_misses},
+        {"handover_dropped", c.handover_dropped},
         {"arp_requests_sent", c.arp_requests_sent},
         {"arp_replies_sent", c.arp_replies_sent},
         {"arp_resolved", c.arp_resolved},
@@ -320,8 +351,8 @@ void close_device(Device& device) {
 
 } // namespace
 
-bool handle_arp_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
-                      std::uint64_t now) noexcept {
+bool handle_arp_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame, std::uint64_t now,
+                      SwroceCounters& counters) noexcept {
     if (!dev.arp) {
         return false;
     }
@@ -331,16 +362,15 @@ bool handle_arp_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
         return false;
     }
     if (result.error != ArpError::ok) {
-        ++dev.counters
-              .arp_errors[static_cast<std::size_t>(result.error) % dev.counters.arp_errors.size()];
+        ++counters.arp_errors[static_cast<std::size_t>(result.error) % counters.arp_errors.size()];
         return true;
     }
     if (result.reply_ready) {
-        send_control_frame(dev, reply.view());
-        ++dev.counters.arp_replies_sent;
+        send_control_frame(dev, reply.view(), counters);
+        ++counters.arp_replies_sent;
     }
     if (result.resolved) {
-        ++dev.counters.arp_resolved;
+        ++counters.arp_resolved;
         finish_rtr(dev, result.resolved_ip, result.resolved_mac);
     }
     return true;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -10,6 +11,7 @@
 
 struct rte_mbuf;
 struct rte_mempool;
+struct rte_ring;
 struct rte_pcapng;
 #include <vector>
 
@@ -150,9 +152,27 @@ struct SwroceCounters {
     std::uint64_t arp_resolved = 0;
     std::uint64_t arp_failed = 0;
     std::array<std::uint64_t, 8> arp_errors{}; // by ArpError
-    std::uint64_t rx_not_handled = 0;          // frames the control path had no use for
-    std::uint64_t tx_dropped = 0;              // control frames the port did not take
+    std::uint64_t rx_not_handled = 0;          // frames neither ARP nor RoCE
+    std::uint64_t tx_dropped = 0;              // frames the port did not take
+    std::uint64_t steering_misses = 0;         // frames for another group's QP, handed over
+    std::uint64_t handover_dropped = 0;        // ... when that group's handover ring was full
 };
+
+// One queue group: one rx/tx queue pair of the port, polled by one thread (DESIGN "Fast path
+// rules"). Everything here is written by that thread only, except `owner`, claimed once.
+struct QueueGroupState {
+    SwroceCounters counters;
+    ::rte_ring* handover = nullptr; // frames that arrived elsewhere for this group's QPs
+    // The thread that polls this group (0 until one does); the control path drives only groups
+    // nobody claimed, or that its own thread claimed.
+    std::atomic<std::uintptr_t> owner{0};
+};
+
+// A per-thread token, so ownership needs no system call to identify the caller.
+inline std::uintptr_t this_thread_token() noexcept {
+    static thread_local const char token = 0;
+    return reinterpret_cast<std::uintptr_t>(&token);
+}
 
 inline constexpr std::uint32_t first_qpn = 0x11; // QPN 0 and 1 are IB's special QPs
 
@@ -166,7 +186,11 @@ struct SwroceDevice {
     rdma::Mtu path_mtu = rdma::Mtu::mtu_1024;
     std::uint64_t tsc_hz = 0;
     std::uint32_t max_qp = 0;
-    std::vector<std::unique_ptr<SwroceQp>> qps; // index = qpn - first_qpn
+    // Index = qpn - first_qpn. Sized to max_qp at probe and never resized: the data path reads it
+    // while the control path fills slots.
+    std::vector<std::unique_ptr<SwroceQp>> qps;
+    std::uint32_t qp_slots_used = 0; // one past the highest slot ever used: what progress scans
+    std::vector<std::unique_ptr<QueueGroupState>> groups;
     std::vector<std::unique_ptr<SwroceCq>> cqs;
     std::vector<PendingRtr> pending_rtr;
     std::vector<PendingDestroy> pending_destroy;
@@ -177,7 +201,16 @@ struct SwroceDevice {
     ::rte_pcapng* capture = nullptr;
     ::rte_mempool* capture_pool = nullptr;
     ~SwroceDevice();
-    SwroceCounters counters;
+    SwroceCounters control_counters; // written by the control path only
+
+    [[nodiscard]] SwroceCounters& counters_of(const SwroceQp& qp) noexcept {
+        return groups[qp.queue_group]->counters;
+    }
+    // Whether the calling thread may run group `group`'s data path.
+    [[nodiscard]] bool may_drive(unsigned group) const noexcept {
+        const std::uintptr_t owner = groups[group]->owner.load(std::memory_order_relaxed);
+        return owner == 0 || owner == this_thread_token();
+    }
 
     [[nodiscard]] SwroceQp* qp_by_number(std::uint32_t qpn) noexcept {
         const std::uint32_t index = qpn - first_qpn;
@@ -226,7 +259,7 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept;
 void kick_requester(SwroceQp& qp) noexcept;
 // ARP on the data path (swroce_control.cpp): answers requests for our address and finishes
 // pending RTRs; returns false for a frame that is not ARP.
-bool handle_arp_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
-                      std::uint64_t now) noexcept;
+bool handle_arp_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame, std::uint64_t now,
+                      SwroceCounters& counters) noexcept;
 
 } // namespace prdma::swroce

@@ -7,6 +7,7 @@
 #include <rte_cycles.h>
 #include <rte_ether.h>
 #include <rte_mbuf.h>
+#include <rte_ring.h>
 
 #include <prdma/roce/packet.hpp>
 #include <prdma/roce/psn.hpp>
@@ -152,7 +153,7 @@ bool emit(SwroceQp& qp, TxBatch& tx, const roce::FrameHeaders& h, const Payload&
     rte_mempool* pool = dev.port.mempool(qp.queue_group);
     rte_mbuf* mbuf = pool != nullptr ? rte_pktmbuf_alloc(pool) : nullptr;
     if (PRDMA_UNLIKELY(mbuf == nullptr)) {
-        ++dev.counters.tx_no_mbuf;
+        ++dev.counters_of(qp).tx_no_mbuf;
         return false;
     }
     const std::span<std::uint8_t> room(rte_pktmbuf_mtod(mbuf, std::uint8_t*),
@@ -177,7 +178,7 @@ bool emit(SwroceQp& qp, TxBatch& tx, const roce::FrameHeaders& h, const Payload&
     mbuf->data_len = static_cast<std::uint16_t>(layout.wire_length);
     mbuf->pkt_len = layout.wire_length;
     tx.mbufs[tx.count++] = mbuf;
-    ++dev.counters.tx_packets;
+    ++dev.counters_of(qp).tx_packets;
     return true;
 }
 
@@ -393,7 +394,7 @@ void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept {
             i == 0 && into > 0 && !wqe.is_read_or_atomic() ? static_cast<std::uint32_t>(into) : 0;
     }
     qp.send_offset = 0;
-    ++qp.device->counters.retransmissions;
+    ++qp.device->counters_of(qp).retransmissions;
 }
 
 void send_ack(SwroceQp& qp, TxBatch& tx) noexcept {
@@ -417,7 +418,7 @@ void queue_ack(SwroceQp& qp, std::uint32_t psn, std::uint8_t syndrome) noexcept 
 
 void queue_nak(SwroceQp& qp, roce::NakCode code, std::uint32_t psn) noexcept {
     queue_ack(qp, psn, roce::nak_syndrome(code));
-    ++qp.device->counters.naks_sent;
+    ++qp.device->counters_of(qp).naks_sent;
 }
 
 // ---- responder ------------------------------------------------------------------------------
@@ -559,7 +560,7 @@ void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
     const std::int32_t delta = roce::psn_diff(psn, qp.expected_psn);
     if (delta < 0) {
         // A duplicate: the ACK or response was lost or late.
-        ++qp.device->counters.duplicates;
+        ++qp.device->counters_of(qp).duplicates;
         if (is_read_or_atomic_request(frame.info->operation)) {
             replay(qp, psn);
         } else {
@@ -585,7 +586,7 @@ void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
         if (first) {
             if (qp.receive_queue.empty()) {
                 queue_ack(qp, psn, roce::rnr_nak_syndrome(qp.attr.min_rnr_timer));
-                ++qp.device->counters.naks_sent;
+                ++qp.device->counters_of(qp).naks_sent;
                 return; // not consumed: the requester resends after the RNR timer
             }
             qp.recv_offset = 0;
@@ -719,13 +720,13 @@ void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64
         ++index;
     }
     if (index == qp.send_offset) {
-        ++qp.device->counters.duplicates; // nothing outstanding answers to it
+        ++qp.device->counters_of(qp).duplicates; // nothing outstanding answers to it
         return;
     }
     SendWqe& target = qp.send_queue.at(index);
     const std::uint32_t expected = roce::psn_add(target.first_psn, target.responses);
     if (psn != expected) {
-        ++qp.device->counters.duplicates; // a replayed or early response: go-back-N resends
+        ++qp.device->counters_of(qp).duplicates; // a replayed or early response: go-back-N resends
         return;
     }
     acknowledge(qp, roce::psn_sub(target.first_psn, 1), now);
@@ -794,7 +795,7 @@ void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) n
         acknowledge(qp, psn, now);
         return;
     case roce::AethClass::rnr_nak:
-        ++qp.device->counters.naks_received;
+        ++qp.device->counters_of(qp).naks_received;
         acknowledge(qp, roce::psn_sub(psn, 1), now);
         if (qp.attr.rnr_retry != 7 && qp.rnr_retries_left-- <= 0) {
             fail_qp(qp, rdma::WcStatus::rnr_retry_exceeded);
@@ -806,22 +807,22 @@ void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) n
         qp.retransmit_deadline = 0;
         return;
     case roce::AethClass::nak_psn_sequence_error:
-        ++qp.device->counters.naks_received;
+        ++qp.device->counters_of(qp).naks_received;
         acknowledge(qp, roce::psn_sub(psn, 1), now);
         rewind(qp, psn);
         return;
     case roce::AethClass::nak_remote_access_error:
-        ++qp.device->counters.naks_received;
+        ++qp.device->counters_of(qp).naks_received;
         acknowledge(qp, roce::psn_sub(psn, 1), now);
         fail_qp(qp, rdma::WcStatus::remote_access_error);
         return;
     case roce::AethClass::nak_remote_operational_error:
-        ++qp.device->counters.naks_received;
+        ++qp.device->counters_of(qp).naks_received;
         acknowledge(qp, roce::psn_sub(psn, 1), now);
         fail_qp(qp, rdma::WcStatus::remote_operation_error);
         return;
     default:
-        ++qp.device->counters.naks_received;
+        ++qp.device->counters_of(qp).naks_received;
         acknowledge(qp, roce::psn_sub(psn, 1), now);
         fail_qp(qp, rdma::WcStatus::remote_invalid_request_error);
         return;
@@ -840,25 +841,52 @@ void check_timer(SwroceQp& qp, std::uint64_t now) noexcept {
     arm_timer(qp, now);
 }
 
-void handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64_t now) noexcept {
+// One received frame on `group`. Returns true when the frame was handed over to another queue
+// group (its QP lives there) and must not be freed here.
+bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64_t now,
+                  bool handed_over) noexcept {
+    SwroceCounters& counters = dev.groups[group]->counters;
     const std::span<const std::uint8_t> bytes(rte_pktmbuf_mtod(mbuf, const std::uint8_t*),
                                               rte_pktmbuf_data_len(mbuf));
-    ++dev.counters.rx_packets;
-    if (handle_arp_frame(dev, bytes, now)) {
-        return;
+    if (!handed_over) {
+        ++counters.rx_packets;
+        // ARP belongs to group 0 (the resolver is one per device); elsewhere it is handed over.
+        if (group == 0 && handle_arp_frame(dev, bytes, now, counters)) {
+            return false;
+        }
     }
-    capture_frames(dev, group, &mbuf, 1, false);
     roce::ParsedFrame frame;
-    if (roce::parse_roce_frame(bytes, frame) != roce::ParseError::ok) {
-        ++dev.counters.rx_bad_frame;
-        dev.counters.rx_bad_icrc += frame.error == roce::ParseError::bad_icrc ? 1 : 0;
-        return;
+    // A handed-over frame was checked by the group that received it.
+    roce::ParseOptions options;
+    options.verify_icrc = !handed_over;
+    options.verify_ipv4_checksum = !handed_over;
+    if (roce::parse_roce_frame(bytes, frame, options) != roce::ParseError::ok) {
+        if (frame.error == roce::ParseError::not_ip && group != 0 &&
+            dev.groups[0]->handover != nullptr &&
+            rte_ring_enqueue(dev.groups[0]->handover, mbuf) == 0) {
+            return true; // possibly ARP: group 0 decides
+        }
+        ++counters.rx_bad_frame;
+        counters.rx_bad_icrc += frame.error == roce::ParseError::bad_icrc ? 1 : 0;
+        return false;
+    }
+    if (!handed_over) {
+        capture_frames(dev, group, &mbuf, 1, false);
     }
     SwroceQp* qp = dev.qp_by_number(frame.bth.dest_qp);
     if (qp == nullptr || qp->destroying || qp->state == rdma::QpState::reset ||
         qp->state == rdma::QpState::init) {
-        ++dev.counters.rx_unknown_qp;
-        return;
+        ++counters.rx_unknown_qp;
+        return false;
+    }
+    if (PRDMA_UNLIKELY(qp->queue_group != group)) {
+        // The port's steering put it on our queue; the QP's own lcore takes it from its ring.
+        ++counters.steering_misses;
+        if (rte_ring_enqueue(dev.groups[qp->queue_group]->handover, mbuf) == 0) {
+            return true;
+        }
+        ++counters.handover_dropped; // the retransmission timer recovers it
+        return false;
     }
     const roce::Operation op = frame.info->operation;
     if (op == roce::Operation::acknowledge || op == roce::Operation::atomic_acknowledge ||
@@ -867,6 +895,7 @@ void handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
     } else if (qp->state != rdma::QpState::err) {
         respond(*qp, frame);
     }
+    return false;
 }
 
 // Transmits pending READ responses and atomic ACKs, oldest resource first.
@@ -925,14 +954,14 @@ void transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept {
     }
     for (std::uint16_t i = sent; i < tx.count; ++i) {
         rte_pktmbuf_free(tx.mbufs[i]);
-        ++dev.counters.tx_dropped;
+        ++dev.groups[group]->counters.tx_dropped;
     }
     tx.count = 0;
 }
 
 // The drop= devarg: loses received frames with that probability, from a generator seeded by
 // seed=, so a loss run repeats exactly.
-bool drop_injected(SwroceDevice& dev) noexcept {
+bool drop_injected(SwroceDevice& dev, SwroceCounters& counters) noexcept {
     if (PRDMA_LIKELY(dev.args.drop <= 0.0)) {
         return false;
     }
@@ -943,7 +972,7 @@ bool drop_injected(SwroceDevice& dev) noexcept {
     dev.drop_state = x;
     const double sample = static_cast<double>(x >> 11) * 0x1.0p-53;
     if (sample < dev.args.drop) {
-        ++dev.counters.rx_dropped_injected;
+        ++counters.rx_dropped_injected;
         return true;
     }
     return false;
@@ -954,19 +983,34 @@ bool drop_injected(SwroceDevice& dev) noexcept {
 void progress_group(SwroceDevice& dev, unsigned group) noexcept {
     std::array<rte_mbuf*, burst_size> mbufs{};
     const std::uint64_t now = rte_get_tsc_cycles();
+    QueueGroupState& state = *dev.groups[group];
     const std::uint16_t received = dev.port.receive_frames(group, mbufs.data(), burst_size);
     for (std::uint16_t i = 0; i < received; ++i) {
         rte_mbuf* mbuf = mbufs[i];
-        if (drop_injected(dev)) {
+        if (drop_injected(dev, state.counters)) {
             rte_pktmbuf_free(mbuf);
             continue;
         }
-        handle_frame(dev, group, mbuf, now);
-        rte_pktmbuf_free(mbuf);
+        if (!handle_frame(dev, group, mbuf, now, false)) {
+            rte_pktmbuf_free(mbuf);
+        }
+    }
+    // Frames other groups received for our QPs (and, on group 0, possible ARP).
+    const unsigned handed = rte_ring_dequeue_burst(
+        state.handover, reinterpret_cast<void**>(mbufs.data()), burst_size, nullptr);
+    for (unsigned i = 0; i < handed; ++i) {
+        const std::span<const std::uint8_t> bytes(rte_pktmbuf_mtod(mbufs[i], const std::uint8_t*),
+                                                  rte_pktmbuf_data_len(mbufs[i]));
+        const bool arp = group == 0 && handle_arp_frame(dev, bytes, now, state.counters);
+        // handle_frame keeps the mbuf only if it hands it on again, which a frame for one of our
+        // QPs never needs.
+        if (arp || !handle_frame(dev, group, mbufs[i], now, true)) {
+            rte_pktmbuf_free(mbufs[i]);
+        }
     }
     TxBatch tx;
-    for (auto& owned : dev.qps) {
-        SwroceQp* qp = owned.get();
+    for (std::uint32_t slot = 0; slot < dev.qp_slots_used; ++slot) {
+        SwroceQp* qp = dev.qps[slot].get();
         if (qp == nullptr || qp->queue_group != group || qp->destroying) {
             continue;
         }

@@ -151,6 +151,11 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
 
 std::uint16_t swroce_poll_cq(void* queue, rdma::WorkCompletion* wcs, std::uint16_t count) {
     auto& cq = *static_cast<SwroceCq*>(queue);
+    // The first thread to poll a group owns it; the control path stops driving it then.
+    std::atomic<std::uintptr_t>& owner = cq.device->groups[cq.queue_group]->owner;
+    if (PRDMA_UNLIKELY(owner.load(std::memory_order_relaxed) == 0)) {
+        owner.store(this_thread_token(), std::memory_order_relaxed);
+    }
     progress_group(*cq.device, cq.queue_group);
     std::uint16_t n = 0;
     for (; n < count && !cq.ring.empty(); ++n) {

@@ -3,7 +3,9 @@
 #include <map>
 
 #include <rte_cycles.h>
+#include <rte_errno.h>
 #include <rte_lcore.h>
+#include <rte_ring.h>
 
 #include <prdma/format.hpp>
 #include <prdma/mem/dma_memory.hpp>
@@ -82,6 +84,22 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
     dev->path_mtu = dev->args.mtu ? static_cast<rdma::Mtu>(std::countr_zero(*dev->args.mtu) - 7)
                                   : rdma::mtu_for_ethernet(dev->port.ethernet_mtu());
     dev->gid = gid_from_ip(dev->args.ip);
+    dev->qps.resize(dev->max_qp);
+    for (unsigned group = 0; group < dev->port.queue_groups(); ++group) {
+        auto state = std::make_unique<QueueGroupState>();
+        // Any group may hand a frame to this one (multi-producer); only its owner takes (single).
+        const std::string ring = "hov_" + std::to_string(group) + "_" + dev->name;
+        state->handover = rte_ring_create(ring.substr(0, RTE_RING_NAMESIZE - 1).c_str(), 1024,
+                                          dev->port.socket(), RING_F_SC_DEQ);
+        if (state->handover == nullptr) {
+            rdma::driver::report_probe_error(
+                name, Error(StatusCode::no_resources,
+                            strformat("cannot create the handover ring of queue group %u: %s",
+                                      group, rte_strerror(rte_errno))));
+            return -ENOMEM;
+        }
+        dev->groups.push_back(std::move(state));
+    }
     // xorshift64 must not start at zero.
     dev->drop_state = dev->args.seed != 0 ? dev->args.seed : 0x9e3779b97f4a7c15ULL;
     // Events report changes from here on: a context opened later sees the state in query_port.

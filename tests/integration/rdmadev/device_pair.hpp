@@ -31,10 +31,14 @@ struct DriverFactory {
     std::function<std::unique_ptr<DevicePair>()> make;
 };
 
-// One factory per driver, each in its own file; `extra_a` / `extra_b` are appended to the two
-// devices' devargs (b defaults to a's).
-// `ipv6` gives the devices fd00::1 and fd00::2 instead of 10.0.0.1 and 10.0.0.2.
-DriverFactory swroce_factory(std::string extra_a = {}, std::optional<std::string> extra_b = {},
-                             bool ipv6 = false);
+struct PairOptions {
+    std::string extra_a;                // appended to device a's devargs
+    std::optional<std::string> extra_b; // to b's (default: a's)
+    bool ipv6 = false;                  // fd00::1 / fd00::2 instead of 10.0.0.1 / 10.0.0.2
+    unsigned queues = 1;                // queue groups (port queue pairs) per device
+};
+
+// One factory per driver, each in its own file.
+DriverFactory swroce_factory(PairOptions options = {});
 
 } // namespace prdma::rdma::conformance

@@ -17,27 +17,39 @@ namespace {
 
 class SwrocePair final : public DevicePair {
 public:
-    SwrocePair(const std::string& extra, const std::string& extra_b, bool ipv6) : ipv6_(ipv6) {
+    explicit SwrocePair(const PairOptions& options) : ipv6_(options.ipv6) {
+        const std::string& extra = options.extra_a;
+        const std::string extra_b = options.extra_b.value_or(options.extra_a);
+        const bool ipv6 = options.ipv6;
+        const unsigned queues = options.queues;
         static int instance = 0;
         const std::string tag = "cf" + std::to_string(instance++);
-        a_to_b_ = rte_ring_create((tag + "ab").c_str(), 1024, static_cast<int>(rte_socket_id()),
-                                  RING_F_SP_ENQ | RING_F_SC_DEQ);
-        b_to_a_ = rte_ring_create((tag + "ba").c_str(), 1024, static_cast<int>(rte_socket_id()),
-                                  RING_F_SP_ENQ | RING_F_SC_DEQ);
-        EXPECT_NE(a_to_b_, nullptr);
-        EXPECT_NE(b_to_a_, nullptr);
+        // Queue q of a's port feeds queue q of b's, and back: one ring per queue and direction.
+        for (unsigned q = 0; q < queues; ++q) {
+            a_to_b_.push_back(rte_ring_create((tag + "ab" + std::to_string(q)).c_str(), 1024,
+                                              static_cast<int>(rte_socket_id()),
+                                              RING_F_SP_ENQ | RING_F_SC_DEQ));
+            b_to_a_.push_back(rte_ring_create((tag + "ba" + std::to_string(q)).c_str(), 1024,
+                                              static_cast<int>(rte_socket_id()),
+                                              RING_F_SP_ENQ | RING_F_SC_DEQ));
+            EXPECT_NE(a_to_b_.back(), nullptr);
+            EXPECT_NE(b_to_a_.back(), nullptr);
+        }
         port_a_ = "net_ring_" + tag + "a";
         port_b_ = "net_ring_" + tag + "b";
-        EXPECT_GE(
-            rte_eth_from_rings((tag + "a").c_str(), &b_to_a_, 1, &a_to_b_, 1, rte_socket_id()), 0);
-        EXPECT_GE(
-            rte_eth_from_rings((tag + "b").c_str(), &a_to_b_, 1, &b_to_a_, 1, rte_socket_id()), 0);
+        EXPECT_GE(rte_eth_from_rings((tag + "a").c_str(), b_to_a_.data(), queues, a_to_b_.data(),
+                                     queues, rte_socket_id()),
+                  0);
+        EXPECT_GE(rte_eth_from_rings((tag + "b").c_str(), a_to_b_.data(), queues, b_to_a_.data(),
+                                     queues, rte_socket_id()),
+                  0);
         name_a_ = "rdma_swroce_" + tag + "a";
         name_b_ = "rdma_swroce_" + tag + "b";
         const std::string ip_a = ipv6 ? "fd00::1" : "10.0.0.1";
         const std::string ip_b = ipv6 ? "fd00::2" : "10.0.0.2";
-        auto a = create_device(name_a_ + ",port=" + port_a_ + ",ip=" + ip_a + extra);
-        auto b = create_device(name_b_ + ",port=" + port_b_ + ",ip=" + ip_b + extra_b);
+        const std::string groups = queues > 1 ? ",queues=" + std::to_string(queues) : "";
+        auto a = create_device(name_a_ + ",port=" + port_a_ + ",ip=" + ip_a + groups + extra);
+        auto b = create_device(name_b_ + ",port=" + port_b_ + ",ip=" + ip_b + groups + extra_b);
         EXPECT_TRUE(a.ok()) << a.error().to_string();
         EXPECT_TRUE(b.ok()) << b.error().to_string();
         a_ = a.ok() ? a.value() : invalid_device;
@@ -52,8 +64,12 @@ public:
         }
         (void)rte_vdev_uninit(port_a_.c_str());
         (void)rte_vdev_uninit(port_b_.c_str());
-        rte_ring_free(a_to_b_);
-        rte_ring_free(b_to_a_);
+        for (rte_ring* ring : a_to_b_) {
+            rte_ring_free(ring);
+        }
+        for (rte_ring* ring : b_to_a_) {
+            rte_ring_free(ring);
+        }
     }
     SwrocePair(const SwrocePair&) = delete;
     SwrocePair& operator=(const SwrocePair&) = delete;
@@ -89,8 +105,8 @@ private:
         return gid;
     }
     bool ipv6_ = false;
-    rte_ring* a_to_b_ = nullptr;
-    rte_ring* b_to_a_ = nullptr;
+    std::vector<rte_ring*> a_to_b_;
+    std::vector<rte_ring*> b_to_a_;
     std::string port_a_, port_b_, name_a_, name_b_;
     DeviceId a_ = invalid_device;
     DeviceId b_ = invalid_device;
@@ -98,11 +114,9 @@ private:
 
 } // namespace
 
-DriverFactory swroce_factory(std::string extra_a, std::optional<std::string> extra_b, bool ipv6) {
-    std::string b = extra_b.value_or(extra_a);
-    return {"swroce", [a = std::move(extra_a), b = std::move(b), ipv6] {
-                return std::make_unique<SwrocePair>(a, b, ipv6);
-            }};
+DriverFactory swroce_factory(PairOptions options) {
+    return {"swroce",
+            [options = std::move(options)] { return std::make_unique<SwrocePair>(options); }};
 }
 
 } // namespace prdma::rdma::conformance
