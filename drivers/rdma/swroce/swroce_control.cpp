@@ -292,30 +292,8 @@ void query_qp(Device&, void* queue, rdma::QpAttr& attr) {
     attr.sq_psn = qp.send_psn;
 }
 
-void stats(Device& device, std::vector<rdma::Counter>& out) {
-    // Each group's counters belong to its thread; a control-path read of them is a snapshot.
-    const SwroceDevice& dev = swroce(device);
-    SwroceCounters c = dev.control_counters;
-    for (const auto& group : dev.groups) {
-        const SwroceCounters& g = group->counters;
-        c.rx_packets += g.rx_packets;
-        c.tx_packets += g.tx_packets;
-        c.rx_bad_frame += g.rx_bad_frame;
-        c.rx_bad_icrc += g.rx_bad_icrc;
-        c.rx_unknown_qp += g.rx_unknown_qp;
-        c.rx_not_handled += g.rx_not_handled;
-        c.rx_dropped_injected += g.rx_dropped_injected;
-        c.duplicates += g.duplicates;
-        c.naks_sent += g.naks_sent;
-        c.naks_received += g.naks_received;
-        c.retransmissions += g.retransmissions;
-        c.tx_no_mbuf += g.tx_no_mbuf;
-        c.tx_dropped += g.tx_dropped;
-        c.steering_misses += g.steering_misses;
-        c.handover_dropped += g.handover_dropped;
-        c.arp_replies_sent += g.arp_replies_sent;
-        c.arp_resolved += g.arp_resolved;
-    }
+void append_counters(const std::string& prefix, const SwroceCounters& c,
+                     std::vector<rdma::Counter>& out) {
     const std::pair<const char*, std::uint64_t> values[] = {
         {"rx_packets", c.rx_packets},
         {"tx_packets", c.tx_packets},
@@ -338,7 +316,65 @@ void stats(Device& device, std::vector<rdma::Counter>& out) {
         {"arp_failed", c.arp_failed},
     };
     for (const auto& [name, value] : values) {
-        out.push_back({name, value});
+        out.push_back({prefix + name, value});
+    }
+}
+
+SwroceCounters& operator+=(SwroceCounters& sum, const SwroceCounters& g) {
+    sum.rx_packets += g.rx_packets;
+    sum.tx_packets += g.tx_packets;
+    sum.rx_bad_frame += g.rx_bad_frame;
+    sum.rx_bad_icrc += g.rx_bad_icrc;
+    sum.rx_unknown_qp += g.rx_unknown_qp;
+    sum.rx_not_handled += g.rx_not_handled;
+    sum.rx_dropped_injected += g.rx_dropped_injected;
+    sum.duplicates += g.duplicates;
+    sum.naks_sent += g.naks_sent;
+    sum.naks_received += g.naks_received;
+    sum.retransmissions += g.retransmissions;
+    sum.tx_no_mbuf += g.tx_no_mbuf;
+    sum.tx_dropped += g.tx_dropped;
+    sum.steering_misses += g.steering_misses;
+    sum.handover_dropped += g.handover_dropped;
+    sum.arp_requests_sent += g.arp_requests_sent;
+    sum.arp_replies_sent += g.arp_replies_sent;
+    sum.arp_resolved += g.arp_resolved;
+    sum.arp_failed += g.arp_failed;
+    return sum;
+}
+
+// Device totals first, then each queue group ("group1_..."), then each QP ("qp0x11_...").
+// Group and QP counters belong to their polling threads; a control-path read is a snapshot.
+void stats(Device& device, std::vector<rdma::Counter>& out) {
+    const SwroceDevice& dev = swroce(device);
+    SwroceCounters total = dev.control_counters;
+    for (const auto& group : dev.groups) {
+        total += group->counters;
+    }
+    append_counters("", total, out);
+    for (std::size_t g = 0; g < dev.groups.size(); ++g) {
+        append_counters("group" + std::to_string(g) + "_", dev.groups[g]->counters, out);
+    }
+    for (std::uint32_t slot = 0; slot < dev.qp_slots_used; ++slot) {
+        const SwroceQp* qp = dev.qps[slot].get();
+        if (qp == nullptr) {
+            continue;
+        }
+        const std::string prefix = strformat("qp0x%x_", qp->qpn);
+        const QpCounters& c = qp->counters;
+        const std::pair<const char*, std::uint64_t> values[] = {
+            {"tx_packets", c.tx_packets},
+            {"rx_packets", c.rx_packets},
+            {"tx_bytes", c.tx_bytes},
+            {"rx_bytes", c.rx_bytes},
+            {"retransmissions", c.retransmissions},
+            {"naks_sent", c.naks_sent},
+            {"naks_received", c.naks_received},
+            {"duplicates", c.duplicates},
+        };
+        for (const auto& [name, value] : values) {
+            out.push_back({prefix + name, value});
+        }
     }
 }
 

@@ -84,8 +84,21 @@ struct ResponderResource {
 };
 inline constexpr std::uint32_t max_responder_resources = 16;
 
+// What one QP did, for the stats query (written by its group's thread).
+struct QpCounters {
+    std::uint64_t tx_packets = 0;
+    std::uint64_t rx_packets = 0;
+    std::uint64_t tx_bytes = 0; // payload
+    std::uint64_t rx_bytes = 0;
+    std::uint64_t retransmissions = 0;
+    std::uint64_t naks_sent = 0;
+    std::uint64_t naks_received = 0;
+    std::uint64_t duplicates = 0;
+};
+
 struct SwroceQp {
     SwroceDevice* device = nullptr;
+    QpCounters counters;
     std::uint32_t qpn = 0;
     std::uint32_t pd = 0;
     SwroceCq* send_cq = nullptr;

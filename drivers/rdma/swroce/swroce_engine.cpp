@@ -179,6 +179,8 @@ bool emit(SwroceQp& qp, TxBatch& tx, const roce::FrameHeaders& h, const Payload&
     mbuf->pkt_len = layout.wire_length;
     tx.mbufs[tx.count++] = mbuf;
     ++dev.counters_of(qp).tx_packets;
+    ++qp.counters.tx_packets;
+    qp.counters.tx_bytes += length;
     return true;
 }
 
@@ -395,6 +397,7 @@ void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept {
     }
     qp.send_offset = 0;
     ++qp.device->counters_of(qp).retransmissions;
+    ++qp.counters.retransmissions;
 }
 
 void send_ack(SwroceQp& qp, TxBatch& tx) noexcept {
@@ -419,6 +422,7 @@ void queue_ack(SwroceQp& qp, std::uint32_t psn, std::uint8_t syndrome) noexcept 
 void queue_nak(SwroceQp& qp, roce::NakCode code, std::uint32_t psn) noexcept {
     queue_ack(qp, psn, roce::nak_syndrome(code));
     ++qp.device->counters_of(qp).naks_sent;
+    ++qp.counters.naks_sent;
 }
 
 // ---- responder ------------------------------------------------------------------------------
@@ -888,6 +892,10 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
         ++counters.handover_dropped; // the retransmission timer recovers it
         return false;
     }
+    ++qp->counters.rx_packets;
+    qp->counters.rx_bytes += frame.payload.size();
+    const std::uint64_t naks_before = counters.naks_received;
+    const std::uint64_t duplicates_before = counters.duplicates;
     const roce::Operation op = frame.info->operation;
     if (op == roce::Operation::acknowledge || op == roce::Operation::atomic_acknowledge ||
         op == roce::Operation::rdma_read_response) {
@@ -895,6 +903,8 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
     } else if (qp->state != rdma::QpState::err) {
         respond(*qp, frame);
     }
+    qp->counters.naks_received += counters.naks_received - naks_before;
+    qp->counters.duplicates += counters.duplicates - duplicates_before;
     return false;
 }
 

@@ -767,6 +767,12 @@ TEST_F(LossyEngineTest, EveryByteArrivesThroughRetransmission) {
         << "READ intact";
     EXPECT_GT(counter(*a_, "rx_dropped_injected") + counter(*b_, "rx_dropped_injected"), 0U);
     EXPECT_GT(counter(*a_, "retransmissions"), 0U);
+    char qp_name[32];
+    std::snprintf(qp_name, sizeof(qp_name), "qp0x%x_retransmissions", a_->qp.qpn());
+    EXPECT_EQ(counter(*a_, qp_name), counter(*a_, "retransmissions"))
+        << "the one QP did every retransmission";
+    std::snprintf(qp_name, sizeof(qp_name), "qp0x%x_tx_bytes", a_->qp.qpn());
+    EXPECT_GE(counter(*a_, qp_name), 200U * 3000 + 256 * 1024) << "payload bytes sent";
     RecordProperty("retransmissions", std::to_string(counter(*a_, "retransmissions")));
     RecordProperty("dropped", std::to_string(counter(*a_, "rx_dropped_injected") +
                                              counter(*b_, "rx_dropped_injected")));
@@ -977,6 +983,9 @@ TEST_F(QueueGroupEngineTest, FramesForAnotherGroupAreHandedOver) {
     EXPECT_EQ(std::memcmp(b_->data(), a_->data(), 3000), 0);
     EXPECT_EQ(std::memcmp(a_->data() + 16384, b_->data() + 65536, 5000), 0);
     EXPECT_GT(counter(*b_, "steering_misses"), 0U) << "a's frames arrived on b's group 0";
+    EXPECT_EQ(counter(*b_, "group0_steering_misses"), counter(*b_, "steering_misses"))
+        << "counted by the group that received them";
+    EXPECT_EQ(counter(*b_, "group1_steering_misses"), 0U);
     EXPECT_GT(counter(*a_, "steering_misses"), 0U) << "b's answers arrived on a's group 1";
     EXPECT_EQ(counter(*a_, "handover_dropped") + counter(*b_, "handover_dropped"), 0U);
 }
