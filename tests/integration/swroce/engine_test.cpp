@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <thread>
 #include <unistd.h>
@@ -93,7 +94,7 @@ protected:
         return side;
     }
 
-    void connect(Side& local, Side& remote, const Gid& remote_gid) {
+    void connect(Side& local, Side& remote, const Gid& remote_gid, std::uint8_t rnr_retry = 7) {
         QpAttr init;
         init.state = QpState::init;
         init.port = 1;
@@ -127,7 +128,7 @@ protected:
         rts.sq_psn = 1000;
         rts.timeout = 10; // ~4 ms
         rts.retry_cnt = 7;
-        rts.rnr_retry = 7;
+        rts.rnr_retry = rnr_retry;
         rts.max_rd_atomic = 4;
         ASSERT_TRUE(local.qp
                         .modify(rts, qp_attr_state | qp_attr_sq_psn | qp_attr_timeout |
@@ -681,6 +682,83 @@ TEST_F(EngineTest, SendWithInvalidateKillsThePeersKey) {
     EXPECT_TRUE(received[0].flags & wc_with_inv);
     EXPECT_EQ(received[0].imm_or_invalidated, key);
     EXPECT_FALSE(region->region().valid()) << "SEND_WITH_INV invalidated the named rkey";
+}
+
+TEST_F(EngineTest, WriteToAReadOnlyRegionIsARemoteAccessError) {
+    auto read_only = b_->pd.register_memory(b_->data() + 128 * 1024, 4096,
+                                            mem::access_from_wsp(mem::WspAccess::read));
+    ASSERT_TRUE(read_only.ok()) << read_only.error().to_string();
+    std::memset(b_->data() + 128 * 1024, 0x33, 4096);
+    fill(*a_, 0, 64, 1);
+    SendWr wr = send_wr(*a_, WrOpcode::rdma_write, 0, 64);
+    wr.rdma.remote_addr = b_->addr() + 128 * 1024;
+    wr.rdma.rkey = read_only->rkey();
+    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    const auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::remote_access_error);
+    for (int i = 0; i < 4096; ++i) {
+        ASSERT_EQ(b_->data()[128 * 1024 + i], 0x33) << i;
+    }
+}
+
+// IBTA: retry_cnt retransmissions, then retry exceeded; "7 means 7", not forever.
+TEST_F(EngineTest, ExactlyRetryCountRetransmissionsWhenThePeerIsSilent) {
+    QpAttr err;
+    err.state = QpState::err;
+    ASSERT_TRUE(b_->qp.modify(err, qp_attr_state).ok()); // b drops what a sends from now on
+    SendWr wr = send_wr(*a_, WrOpcode::rdma_write, 0, 64);
+    wr.rdma.remote_addr = b_->addr();
+    wr.rdma.rkey = b_->mr.rkey();
+    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    const auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::retry_exceeded);
+    auto counters = a_->context.query_stats();
+    ASSERT_TRUE(counters.ok());
+    char name[48];
+    std::snprintf(name, sizeof(name), "qp0x%x_retransmissions", a_->qp.qpn());
+    std::uint64_t retransmissions = 0;
+    for (const Counter& c : counters.value()) {
+        if (c.name == name) {
+            retransmissions = c.value;
+        }
+    }
+    EXPECT_EQ(retransmissions, 7U) << "retry_cnt is 7";
+}
+
+TEST_F(EngineTest, ExactlyRnrRetryCountThenRnrRetryExceeded) {
+    // A fresh pair of QPs with rnr_retry 3 (the fixture's use 7, which means infinite).
+    Objects qa = make_objects(*a_);
+    Objects qb = make_objects(*b_);
+    std::swap(a_->qp, qa.qp);
+    std::swap(b_->qp, qb.qp);
+    std::swap(a_->cq, qa.cq);
+    connect(*a_, *b_, pair_->gid_b(), /*rnr_retry=*/3);
+    connect(*b_, *a_, pair_->gid_a());
+    QpAttr rts;
+    rts.rnr_retry = 5;
+    EXPECT_EQ(a_->qp.modify(rts, qp_attr_rnr_retry).code(), StatusCode::invalid_parameter)
+        << "IBTA: rnr_retry is set on RTR -> RTS only";
+    SendWr wr = send_wr(*a_, WrOpcode::send, 0, 16); // b never posts a receive
+    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    const auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::rnr_retry_exceeded);
+    auto counters = a_->context.query_stats();
+    char name[48];
+    std::snprintf(name, sizeof(name), "qp0x%x_naks_received", a_->qp.qpn());
+    std::optional<std::uint64_t> naks;
+    for (const Counter& c : counters.value()) {
+        if (c.name == name) {
+            naks = c.value;
+        }
+    }
+    ASSERT_TRUE(naks.has_value()) << "no counter " << name;
+    EXPECT_EQ(*naks, 4U) << "the first RNR NAK and three retries, each NAKed";
+    std::swap(a_->qp, qa.qp);
+    std::swap(b_->qp, qb.qp);
+    std::swap(a_->cq, qa.cq);
 }
 
 TEST_F(EngineTest, BadLkeyIsALocalProtectionError) {
