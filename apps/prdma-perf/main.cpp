@@ -1,0 +1,547 @@
+// prdma-perf: perftest's eight RC tests on a prdma device.
+//
+//   prdma-perf TEST [EAL options --] [perftest options] [server]
+//   prdma_write_lat [EAL options --] [perftest options] [server]      (installed links)
+//
+// TEST is write_lat, write_bw, read_lat, read_bw, send_lat, send_bw, atomic_lat or atomic_bw.
+// Without EAL options each side makes its own net_memif port (role=server on the side without a
+// host name) and an rdma_swroce device on it, pinned to its own core, so
+//   prdma-perf write_lat            and            prdma-perf write_lat 127.0.0.1
+// in two shells just work. The out-of-band exchange is perftest 6.06's, byte for byte, so a real
+// ib_write_lat can be the peer (perftest_wire.hpp); the tables are perftest's (report.hpp).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include <rte_cycles.h>
+
+#include <prdma/eal.hpp>
+
+#include "oob_channel.hpp"
+#include "options.hpp"
+#include "perf_session.hpp"
+#include "perftest_wire.hpp"
+#include "report.hpp"
+#include "test_runners.hpp"
+
+namespace {
+
+using namespace prdma;
+using namespace prdma::perf;
+using namespace std::chrono_literals;
+
+// What one side of the exchange keeps: the channel, our keys and theirs.
+struct Exchange {
+    OobChannel& oob;
+    std::vector<KeyMessage> mine;
+    std::vector<KeyMessage> theirs;
+};
+
+// perftest's ctx_hand_shake: one key message each way (the GID form: RoCE always has a GID).
+Status hand_shake(Exchange& x, unsigned qp) {
+    const std::string message = format_keys(x.mine[qp], true);
+    std::string reply(key_message_size_gid, '\0');
+    if (Status st = x.oob.exchange(message.data(), reply.data(), reply.size()); !st.ok()) {
+        return st;
+    }
+    auto keys = parse_keys(reply, true);
+    if (!keys) {
+        return keys.error();
+    }
+    x.theirs[qp] = keys.value();
+    return {};
+}
+
+// perftest's ctx_close_connection: a last hand shake, then "done" and its NUL.
+Status close_connection(Exchange& x) {
+    if (Status st = hand_shake(x, 0); !st.ok()) {
+        return st;
+    }
+    static constexpr char done[] = "done";
+    return x.oob.write_all(done, sizeof(done));
+}
+
+Status xchg_bw_reports(OobChannel& oob, const BwReport& mine, BwReport& theirs) {
+    const auto out = format_bw_report(mine);
+    std::array<std::array<std::uint8_t, 8>, 5> in{};
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        if (Status st = oob.exchange(out[i].data(), in[i].data(), 8); !st.ok()) {
+            return st;
+        }
+    }
+    theirs = parse_bw_report(in);
+    return {};
+}
+
+class Printer {
+public:
+    explicit Printer(const PerfOptions& o) : options_(o) {}
+    void text(const std::string& s) const {
+        if (!options_.json) {
+            std::fputs(s.c_str(), stdout);
+            std::fflush(stdout);
+        }
+    }
+    void latency(const LatencyReport& r) const {
+        std::fputs(options_.json ? json_latency(options_.test, r).c_str()
+                                 : latency_row(r, options_.duration_seconds != 0).c_str(),
+                   stdout);
+        std::fflush(stdout);
+    }
+    void bandwidth(const BandwidthReport& r) const {
+        std::fputs(options_.json ? json_bandwidth(options_.test, r, options_.report_gbits).c_str()
+                                 : bandwidth_row(r, options_.report_gbits).c_str(),
+                   stdout);
+        std::fflush(stdout);
+    }
+
+private:
+    const PerfOptions& options_;
+};
+
+std::uint32_t cache_line_size() {
+    const long line = ::sysconf(_SC_LEVEL1_DCACHE_LINESIZE);
+    return line > 0 ? static_cast<std::uint32_t>(line) : 64;
+}
+
+std::uint32_t page_size() {
+    const long page = ::sysconf(_SC_PAGESIZE);
+    return page > 0 ? static_cast<std::uint32_t>(page) : 4096;
+}
+
+// One run, from the device to the last line. Returns what main returns.
+Status run(const PerfOptions& o) {
+    const bool client = o.server.has_value();
+    const Verb verb = o.test.verb;
+    const bool latency = o.test.kind == Kind::latency;
+    const Printer print(o);
+    auto opened = PerfSession::open(o);
+    if (!opened) {
+        return opened.error();
+    }
+    PerfSession& session = opened.value();
+
+    if (!client) {
+        print.text("\n************************************\n* Waiting for client to connect... "
+                   "*\n************************************\n");
+    }
+    auto channel = client ? OobChannel::connect(*o.server, o.tcp_port, 10s)
+                          : OobChannel::accept(o.tcp_port, 600s);
+    if (!channel) {
+        return channel.error();
+    }
+    OobChannel& oob = channel.value();
+    oob.set_timeout(30s);
+
+    // Versions: a peer older than 5.70 is refused, as perftest refuses it.
+    const VersionMessage my_version = format_version(perftest_version);
+    VersionMessage their_version{};
+    if (Status st = oob.exchange(my_version.data(), their_version.data(), their_version.size());
+        !st.ok()) {
+        return st;
+    }
+    auto peer_version = parse_version(their_version);
+    if (!peer_version) {
+        return peer_version.error();
+    }
+    const double remote = version_number(peer_version.value());
+    if (remote < minimum_peer_version) {
+        return Error(StatusCode::not_supported,
+                     "the peer speaks perftest version '" + peer_version.value() +
+                         "'; versions older than 5.70 are not supported");
+    }
+    // Page and cache-line size: both sides use the larger of each.
+    std::uint32_t cycle_buffer = page_size();
+    std::uint32_t cache_line = cache_line_size();
+    if (remote >= 5.32) {
+        const auto mine = format_sys_data(cycle_buffer, cache_line);
+        std::array<std::uint8_t, 8> theirs{};
+        for (std::size_t half = 0; half < 2; ++half) {
+            if (Status st = oob.exchange(mine.data() + 4 * half, theirs.data() + 4 * half, 4);
+                !st.ok()) {
+                return st;
+            }
+        }
+        const SysData peer = parse_sys_data(theirs);
+        cycle_buffer = std::max(cycle_buffer, peer.cycle_buffer);
+        cache_line = std::max(cache_line, peer.cache_line_size);
+    }
+    // MTU: ours (the port's, or -m when lower), then the smaller of the two.
+    auto port = session.wait_port_active(o.gid_index);
+    if (!port) {
+        return port.error();
+    }
+    rdma::Mtu mtu = port->active_mtu;
+    if (o.mtu) {
+        if (*o.mtu > port->active_mtu) {
+            print.text("Requested mtu is higher than active mtu \nChanging to active mtu - " +
+                       std::to_string(static_cast<int>(port->active_mtu)) + "\n");
+        } else {
+            mtu = *o.mtu;
+        }
+    }
+    if (remote >= 5.1) {
+        const auto mine = format_mtu(mtu);
+        std::array<char, 4> theirs{};
+        const std::size_t size = remote >= 5.31 ? 2 : 4;
+        std::array<char, 4> padded{mine[0], mine[1], 0, 0};
+        if (Status st = oob.exchange(padded.data(), theirs.data(), size); !st.ok()) {
+            return st;
+        }
+        auto peer_mtu = parse_mtu(std::span<const char, 2>(theirs.data(), 2));
+        if (peer_mtu && peer_mtu.value() < mtu) {
+            mtu = peer_mtu.value();
+        }
+    }
+
+    if (Status st = session.allocate(o, cycle_buffer); !st.ok()) {
+        return st;
+    }
+    oob.set_progress([&session] { session.drive(); });
+    Exchange x{oob, session.local_keys(port.value()), {}};
+    x.theirs.resize(x.mine.size());
+    for (KeyMessage& keys : x.mine) {
+        keys.out_reads = (verb == Verb::read || verb == Verb::atomic) ? o.out_reads : 1;
+    }
+
+    TestInfo info;
+    info.test = o.test;
+    info.device = session.device_name();
+    info.qps = session.qp_count();
+    info.mtu = mtu;
+    info.tx_depth = o.tx_depth;
+    info.rx_depth = o.rx_depth;
+    info.cq_moderation = o.cq_moderation;
+    info.inline_size = o.inline_size;
+    info.out_reads = o.out_reads;
+    info.gid_index = o.gid_index;
+    info.atomic_type = o.atomic_type;
+    info.client = client;
+    print.text(test_info_block(info));
+
+    // Hand shakes and connection, in the order each perftest tool has them.
+    const unsigned qps = session.qp_count();
+    const bool one_first = latency && verb != Verb::send; // write/read/atomic_lat
+    const bool one_after_connect = verb == Verb::send;    // send_lat, send_bw
+    if (one_first) {
+        if (Status st = hand_shake(x, 0); !st.ok()) {
+            return st;
+        }
+    }
+    for (unsigned i = 0; i < qps; ++i) {
+        if (Status st = hand_shake(x, i); !st.ok()) {
+            return st;
+        }
+    }
+    if (Status st = session.connect(x.mine, x.theirs, mtu); !st.ok()) {
+        return st;
+    }
+    if (one_after_connect) {
+        if (Status st = hand_shake(x, 0); !st.ok()) {
+            return st;
+        }
+    }
+    for (unsigned i = 0; i < qps; ++i) {
+        print.text(address_lines(true, x.mine[i], verb));
+    }
+    for (unsigned i = 0; i < qps; ++i) {
+        if (Status st = hand_shake(x, i); !st.ok()) {
+            return st;
+        }
+        print.text(address_lines(false, x.theirs[i], verb));
+    }
+    if (!one_after_connect) { // the additional hand shake after RTR
+        if (Status st = hand_shake(x, 0); !st.ok()) {
+            return st;
+        }
+    }
+
+    const double tsc_hz = static_cast<double>(rte_get_tsc_hz());
+    const bool duration = o.duration_seconds != 0;
+    const bool half_round_trip = verb == Verb::write || verb == Verb::send;
+    // Waiting for a peer that runs its whole test: allow for long runs.
+    const auto whole_test = std::chrono::milliseconds(3600s);
+
+    if (latency) {
+        print.text(latency_table_header(duration));
+        const bool passive = !client && (verb == Verb::read || verb == Verb::atomic);
+        if (passive) {
+            oob.set_timeout(whole_test);
+            if (Status st = close_connection(x); !st.ok()) {
+                return st;
+            }
+            print.text(result_line());
+            return oob.finish();
+        }
+        for (const std::uint64_t size : o.sizes) {
+            LatencySamples samples;
+            Status st;
+            if (verb == Verb::write) {
+                st = run_write_latency(session, o, size, x.theirs[0], !client, samples);
+            } else if (verb == Verb::send) {
+                const auto receives = static_cast<std::uint32_t>(o.rx_depth);
+                if (st = post_receives(session, size, receives); st.ok()) {
+                    st = hand_shake(x, 0); // the peer's receives are posted too
+                }
+                if (st.ok()) {
+                    st = run_send_latency(session, o, size, !client, samples);
+                }
+            } else if (verb == Verb::read) {
+                st = run_read_latency(session, o, size, x.theirs[0], samples);
+            } else {
+                st = run_atomic_latency(session, o, x.theirs[0], samples);
+            }
+            if (!st.ok()) {
+                return st;
+            }
+            print.latency(
+                duration
+                    ? duration_latency_report(samples.duration_iterations, samples.duration_cycles,
+                                              tsc_hz / 1e6, half_round_trip, size)
+                    : latency_report(samples.timestamps, tsc_hz / 1e6, half_round_trip, size));
+        }
+        if (verb == Verb::write) {
+            print.text(result_line());
+            return oob.finish(); // ib_write_lat has no closing exchange
+        }
+        oob.set_timeout(whole_test);
+        if (verb == Verb::send) {
+            print.text(result_line());
+            if (Status st = close_connection(x); !st.ok()) {
+                return st;
+            }
+        } else {
+            if (Status st = close_connection(x); !st.ok()) {
+                return st;
+            }
+            print.text(result_line());
+        }
+        return oob.finish();
+    }
+
+    // Bandwidth.
+    print.text(bandwidth_table_header(o.report_gbits));
+    const auto report_for = [&](const BandwidthSamples& samples, std::uint64_t size,
+                                std::uint32_t moderation, bool no_peak) {
+        if (duration) {
+            BandwidthReport r;
+            r.size = size;
+            r.iterations = samples.iterations;
+            const double seconds = static_cast<double>(samples.duration_cycles) / tsc_hz;
+            if (seconds > 0) {
+                const double bytes = static_cast<double>(size * samples.iterations);
+                r.bw_average = bytes / seconds / (o.report_gbits ? 125e6 : 1048576.0);
+                r.msg_rate = static_cast<double>(samples.iterations) / seconds / 1e6;
+            }
+            return r;
+        }
+        BandwidthInput in;
+        in.posted = samples.posted;
+        in.completed = samples.completed;
+        in.iterations = samples.iterations;
+        in.cycles_per_second = tsc_hz;
+        in.size = size;
+        in.cq_moderation = moderation;
+        in.gbits = o.report_gbits;
+        in.no_peak = no_peak;
+        return bandwidth_report(in);
+    };
+    const bool several_sizes = o.sizes.size() > 1;
+    if (verb == Verb::send) {
+        for (const std::uint64_t size : o.sizes) {
+            BandwidthSamples samples;
+            samples.cycle_buffer = cycle_buffer;
+            samples.cache_line = cache_line;
+            // perftest moderates completions, but not for large single-size runs.
+            samples.cq_moderation =
+                (!several_sizes && !o.cq_moderation_given && size > 8192) ? 1 : o.cq_moderation;
+            Status st;
+            if (!client) {
+                st = post_receives(session, size, o.rx_depth);
+            }
+            if (st.ok()) {
+                st = hand_shake(x, 0);
+            }
+            if (st.ok()) {
+                st = client ? run_bandwidth(session, o, size, x.theirs, samples)
+                            : run_send_bandwidth_server(session, o, size, samples);
+            }
+            if (!st.ok()) {
+                return st;
+            }
+            print.bandwidth(report_for(samples, size, samples.cq_moderation, !client));
+            if (several_sizes) {
+                if (Status sync = hand_shake(x, 0); !sync.ok()) {
+                    return sync;
+                }
+            }
+        }
+        print.text(result_line());
+        oob.set_timeout(whole_test);
+        if (Status st = close_connection(x); !st.ok()) {
+            return st;
+        }
+        return oob.finish();
+    }
+    // write_bw, read_bw, atomic_bw: the server is a passive target and prints the client's line.
+    oob.set_timeout(whole_test);
+    if (!client) {
+        BwReport theirs;
+        if (Status st = hand_shake(x, 0); !st.ok()) {
+            return st;
+        }
+        if (Status st = xchg_bw_reports(oob, BwReport{}, theirs); !st.ok()) {
+            return st;
+        }
+        BandwidthReport r;
+        r.size = theirs.size;
+        r.iterations = theirs.iterations;
+        r.bw_peak = theirs.bw_peak;
+        r.bw_average = theirs.bw_average;
+        r.msg_rate = theirs.msg_rate;
+        print.bandwidth(r);
+        if (Status st = close_connection(x); !st.ok()) {
+            return st;
+        }
+        print.text(result_line());
+        return oob.finish();
+    }
+    BwReport last;
+    for (const std::uint64_t size : o.sizes) {
+        BandwidthSamples samples;
+        samples.cycle_buffer = cycle_buffer;
+        samples.cache_line = cache_line;
+        samples.cq_moderation =
+            (!several_sizes && !o.cq_moderation_given && size > 8192) ? 1 : o.cq_moderation;
+        if (Status st = run_bandwidth(session, o, size, x.theirs, samples); !st.ok()) {
+            return st;
+        }
+        const BandwidthReport r = report_for(samples, size, samples.cq_moderation, false);
+        print.bandwidth(r);
+        last = BwReport{r.size, r.iterations, r.bw_peak, r.bw_average, r.msg_rate};
+    }
+    print.text(result_line());
+    BwReport ignored;
+    if (Status st = hand_shake(x, 0); !st.ok()) {
+        return st;
+    }
+    if (Status st = xchg_bw_reports(oob, last, ignored); !st.ok()) {
+        return st;
+    }
+    if (Status st = close_connection(x); !st.ok()) {
+        return st;
+    }
+    return oob.finish();
+}
+
+// The embedded default: a memif port whose socket is named after the TCP port, server role on
+// the side without a host name, and a swroce device on it.
+Result<std::vector<std::string>> default_eal_args(const PerfOptions& o) {
+    const bool client = o.server.has_value();
+    const std::string socket = "/tmp/prdma-perf-" + std::to_string(o.tcp_port) + ".sock";
+    if (client) {
+        // DPDK 22.11's memif client fails to start unless the server's socket exists.
+        const auto deadline = std::chrono::steady_clock::now() + 10s;
+        while (!std::filesystem::exists(socket)) {
+            if (std::chrono::steady_clock::now() > deadline) {
+                return Error(StatusCode::not_connected,
+                             "no prdma-perf server on this host: " + socket +
+                                 " does not exist (start the server side first; for another "
+                                 "host or port type, give EAL options)");
+            }
+            std::this_thread::sleep_for(20ms);
+        }
+    } else {
+        std::error_code ignored;
+        std::filesystem::remove(socket, ignored); // a previous server's, if it died
+    }
+    const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
+    const unsigned core = client && cores > 1 ? 1 : 0;
+    return std::vector<std::string>{
+        "-l",
+        std::to_string(core),
+        "--log-level=lib.eal:error",
+        "--log-level=pmd.net.memif:error",
+        "--vdev=net_memif0,role=" + std::string(client ? "client" : "server") +
+            ",socket=" + socket + ",socket-abstract=no,id=0",
+        "--vdev=rdma_swroce0,port=net_memif0,ip=" + std::string(client ? "10.0.0.2" : "10.0.0.1")};
+}
+
+int fail(const std::string& message) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "prdma-perf: %s\n", message.c_str());
+    return 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    const std::string program = std::filesystem::path(argv[0]).filename().string();
+    std::optional<TestId> test;
+    if (program.starts_with("prdma_")) {
+        test = parse_test_name(program);
+    }
+    if (!test) {
+        if (args.empty() || args[0] == "-h" || args[0] == "--help") {
+            std::printf("Usage: prdma-perf TEST [EAL options --] [perftest options] [server]\n"
+                        "TEST: write_lat write_bw read_lat read_bw send_lat send_bw atomic_lat "
+                        "atomic_bw\n`prdma-perf TEST --help` shows the options.\n");
+            return args.empty() ? 1 : 0;
+        }
+        test = parse_test_name(args[0]);
+        if (!test) {
+            return fail("unknown test '" + args[0] +
+                        "'; choose write_lat, write_bw, read_lat, read_bw, send_lat, send_bw, "
+                        "atomic_lat or atomic_bw");
+        }
+        args.erase(args.begin());
+    }
+    const CommandLine line = split_command_line(args);
+    auto parsed = parse_perf_options(*test, line.perf_args);
+    if (!parsed) {
+        return fail(parsed.error().message());
+    }
+    const PerfOptions& options = parsed.value();
+    if (options.help) {
+        std::fputs(usage(*test).c_str(), stdout);
+        return 0;
+    }
+    if (options.version) {
+        std::printf("Version: %s\n", std::string(perftest_version).c_str());
+        return 0;
+    }
+    const bool both_sides_loop =
+        options.test.kind == Kind::latency
+            ? options.test.verb == Verb::write || options.test.verb == Verb::send
+            : options.test.verb == Verb::send;
+    if (options.duration_seconds != 0 && both_sides_loop) {
+        return fail("-D is not supported for " + test_name(options.test) +
+                    ": both sides run the loop and must agree on its length; use -n");
+    }
+    EalOptions eal_options;
+    eal_options.program_name = "prdma-perf";
+    if (line.eal_given) {
+        eal_options.args = line.eal_args;
+    } else {
+        auto defaults = default_eal_args(options);
+        if (!defaults) {
+            return fail(defaults.error().message());
+        }
+        eal_options.args = defaults.value();
+    }
+    auto eal = Eal::start(eal_options);
+    if (!eal) {
+        return fail("EAL: " + eal.error().message());
+    }
+    const Status status = run(options);
+    if (!status.ok()) {
+        return fail(status.error().message());
+    }
+    return 0;
+}

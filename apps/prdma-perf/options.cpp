@@ -1,0 +1,413 @@
+#include "options.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+
+namespace prdma::perf {
+
+namespace {
+
+struct OptionSpec {
+    char short_name; // 0 when only the long form exists
+    std::string_view long_name;
+    bool takes_value;
+};
+
+// perftest's names for what applies to an RC test; anything else is refused, not ignored.
+constexpr OptionSpec option_specs[] = {
+    {'s', "size", true},        {'a', "all", false},        {'n', "iters", true},
+    {'D', "duration", true},    {'q', "qp", true},          {'m', "mtu", true},
+    {'F', "CPU-freq", false},   {'x', "gid-index", true},   {'p', "port", true},
+    {'I', "inline_size", true}, {0, "report_gbits", false}, {'A', "atomic_type", true},
+    {'t', "tx-depth", true},    {'r', "rx-depth", true},    {'Q', "cq-mod", true},
+    {'o', "outs", true},        {'c', "connection", true},  {'d', "ib-dev", true},
+    {'i', "ib-port", true},     {'u', "qp-timeout", true},  {'h', "help", false},
+    {'V', "version", false},    {0, "dev", true},           {0, "json", false},
+    {0, "sizes", true},
+};
+
+const OptionSpec* find_short(char name) {
+    for (const auto& spec : option_specs) {
+        if (spec.short_name == name) {
+            return &spec;
+        }
+    }
+    return nullptr;
+}
+
+const OptionSpec* find_long(std::string_view name) {
+    for (const auto& spec : option_specs) {
+        if (spec.long_name == name) {
+            return &spec;
+        }
+    }
+    return nullptr;
+}
+
+Error bad(const std::string& message) {
+    return Error(StatusCode::invalid_parameter, message);
+}
+
+template <typename T>
+bool parse_number(std::string_view text, T& out) {
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, out);
+    return ec == std::errc() && ptr == end;
+}
+
+Result<std::uint64_t> number(std::string_view option, std::string_view text, std::uint64_t low,
+                             std::uint64_t high) {
+    std::uint64_t value = 0;
+    if (!parse_number(text, value) || value < low || value > high) {
+        return bad("option " + std::string(option) + ": '" + std::string(text) +
+                   "' is not a number in " + std::to_string(low) + ".." + std::to_string(high));
+    }
+    return value;
+}
+
+// perftest: 1000, except ib_write_bw's 5000.
+std::uint64_t default_iterations(TestId test) {
+    return test.kind == Kind::bandwidth && test.verb == Verb::write ? 5000 : 1000;
+}
+
+std::uint64_t default_size(TestId test) {
+    if (test.verb == Verb::atomic) {
+        return 8;
+    }
+    return test.kind == Kind::latency ? 2 : 65536;
+}
+
+} // namespace
+
+std::optional<TestId> parse_test_name(std::string_view name) {
+    for (std::string_view prefix : {"ib_", "prdma_"}) {
+        if (name.starts_with(prefix)) {
+            name.remove_prefix(prefix.size());
+        }
+    }
+    static constexpr std::pair<std::string_view, Verb> verbs[] = {{"write", Verb::write},
+                                                                  {"read", Verb::read},
+                                                                  {"send", Verb::send},
+                                                                  {"atomic", Verb::atomic}};
+    for (const auto& [verb_name, verb] : verbs) {
+        if (name.starts_with(verb_name)) {
+            const std::string_view tail = name.substr(verb_name.size());
+            if (tail == "_lat") {
+                return TestId{verb, Kind::latency};
+            }
+            if (tail == "_bw") {
+                return TestId{verb, Kind::bandwidth};
+            }
+        }
+    }
+    return std::nullopt;
+}
+
+std::string test_name(TestId test) {
+    static constexpr std::string_view verbs[] = {"write", "read", "send", "atomic"};
+    return std::string(verbs[static_cast<unsigned>(test.verb)]) +
+           (test.kind == Kind::latency ? "_lat" : "_bw");
+}
+
+CommandLine split_command_line(std::span<const std::string> args) {
+    CommandLine line;
+    const auto separator = std::find(args.begin(), args.end(), "--");
+    if (separator == args.end()) {
+        line.perf_args.assign(args.begin(), args.end());
+        return line;
+    }
+    line.eal_given = separator != args.begin();
+    line.eal_args.assign(args.begin(), separator);
+    line.perf_args.assign(separator + 1, args.end());
+    return line;
+}
+
+Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string> args) {
+    PerfOptions o;
+    o.test = test;
+    std::optional<std::uint64_t> size;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& arg = args[i];
+        const OptionSpec* spec = nullptr;
+        std::string_view shown;
+        std::optional<std::string> value;
+        if (arg.starts_with("--")) {
+            const auto eq = arg.find('=');
+            const std::string_view name = std::string_view(arg).substr(2, eq - 2);
+            spec = find_long(name);
+            shown = arg;
+            if (eq != std::string::npos) {
+                value = arg.substr(eq + 1);
+            }
+        } else if (arg.size() >= 2 && arg[0] == '-') {
+            spec = find_short(arg[1]);
+            shown = std::string_view(arg).substr(0, 2);
+            if (arg.size() > 2) {
+                value = arg.substr(2);
+            }
+        } else {
+            if (o.server) {
+                return bad("more than one server name: '" + *o.server + "' and '" + arg + "'");
+            }
+            o.server = arg;
+            continue;
+        }
+        if (spec == nullptr) {
+            return bad("unknown option '" + arg + "' (see --help)");
+        }
+        if (spec->takes_value && !value) {
+            if (i + 1 >= args.size()) {
+                return bad("option " + std::string(shown) + " needs a value");
+            }
+            value = args[++i];
+        } else if (!spec->takes_value && value) {
+            return bad("option " + std::string(shown) + " takes no value");
+        }
+        const std::string_view name = spec->long_name;
+        const std::string v = value.value_or("");
+        if (name == "size") {
+            // perftest's suffixes: 64K, 1M.
+            std::string digits = v;
+            std::uint64_t scale = 1;
+            if (!digits.empty() && (digits.back() == 'K' || digits.back() == 'k')) {
+                scale = 1024;
+                digits.pop_back();
+            } else if (!digits.empty() && (digits.back() == 'M' || digits.back() == 'm')) {
+                scale = 1024 * 1024;
+                digits.pop_back();
+            }
+            auto n = number(shown, digits, 1, max_message_size / scale);
+            if (n) {
+                n = n.value() * scale;
+            }
+            if (!n) {
+                return bad(n.error().message() + " (the largest message is " +
+                           std::to_string(max_message_size) + " bytes, as with -a)");
+            }
+            size = n.value();
+        } else if (name == "all") {
+            o.run_all = true;
+        } else if (name == "iters") {
+            auto n = number(shown, v, 5, 100'000'000);
+            if (!n) {
+                return n.error();
+            }
+            o.iterations = n.value();
+        } else if (name == "duration") {
+            auto n = number(shown, v, 1, 3600);
+            if (!n) {
+                return n.error();
+            }
+            o.duration_seconds = static_cast<unsigned>(n.value());
+        } else if (name == "qp") {
+            if (test.kind != Kind::bandwidth) {
+                return bad("multiple QPs (-q) are only available in bandwidth tests");
+            }
+            auto n = number(shown, v, 1, max_qps);
+            if (!n) {
+                return n.error();
+            }
+            o.qps = static_cast<unsigned>(n.value());
+        } else if (name == "mtu") {
+            static constexpr std::pair<unsigned, rdma::Mtu> mtus[] = {{256, rdma::Mtu::mtu_256},
+                                                                      {512, rdma::Mtu::mtu_512},
+                                                                      {1024, rdma::Mtu::mtu_1024},
+                                                                      {2048, rdma::Mtu::mtu_2048},
+                                                                      {4096, rdma::Mtu::mtu_4096}};
+            unsigned bytes = 0;
+            const auto* match = std::find_if(std::begin(mtus), std::end(mtus), [&](const auto& m) {
+                return parse_number(std::string_view(v), bytes) && m.first == bytes;
+            });
+            if (match == std::end(mtus)) {
+                return bad("option " + std::string(shown) + ": '" + v +
+                           "' is not an MTU; choose from {256,512,1024,2048,4096}");
+            }
+            o.mtu = match->second;
+        } else if (name == "CPU-freq") {
+            o.cpu_freq_warning_off = true;
+        } else if (name == "gid-index") {
+            auto n = number(shown, v, 0, 64);
+            if (!n) {
+                return n.error();
+            }
+            o.gid_index = static_cast<int>(n.value());
+        } else if (name == "port") {
+            auto n = number(shown, v, 1, 65535);
+            if (!n) {
+                return n.error();
+            }
+            o.tcp_port = static_cast<std::uint16_t>(n.value());
+        } else if (name == "inline_size") {
+            if (test.verb == Verb::read || test.verb == Verb::atomic) {
+                return bad("inline data (-I) does not apply to READ and atomic tests");
+            }
+            auto n = number(shown, v, 0, 912);
+            if (!n) {
+                return n.error();
+            }
+            o.inline_size = static_cast<std::uint32_t>(n.value());
+            o.inline_given = true;
+        } else if (name == "report_gbits") {
+            o.report_gbits = true;
+        } else if (name == "atomic_type") {
+            if (test.verb != Verb::atomic) {
+                return bad("the atomic type (-A) applies to atomic_lat and atomic_bw only");
+            }
+            if (v == "CMP_AND_SWAP") {
+                o.atomic_type = AtomicType::cmp_and_swap;
+            } else if (v == "FETCH_AND_ADD") {
+                o.atomic_type = AtomicType::fetch_and_add;
+            } else {
+                return bad("option " + std::string(shown) + ": '" + v +
+                           "' is not CMP_AND_SWAP or FETCH_AND_ADD");
+            }
+        } else if (name == "tx-depth") {
+            auto n = number(shown, v, 1, 15000);
+            if (!n) {
+                return n.error();
+            }
+            o.tx_depth = static_cast<std::uint32_t>(n.value());
+        } else if (name == "rx-depth") {
+            auto n = number(shown, v, 1, 4096);
+            if (!n) {
+                return n.error();
+            }
+            o.rx_depth = static_cast<std::uint32_t>(n.value());
+        } else if (name == "cq-mod") {
+            auto n = number(shown, v, 1, 1024);
+            if (!n) {
+                return n.error();
+            }
+            o.cq_moderation = static_cast<std::uint32_t>(n.value());
+            o.cq_moderation_given = true;
+        } else if (name == "outs") {
+            if (test.verb != Verb::read && test.verb != Verb::atomic) {
+                return bad("outstanding reads (-o) apply to READ and atomic tests only");
+            }
+            auto n = number(shown, v, 1, 16);
+            if (!n) {
+                return n.error();
+            }
+            o.out_reads = static_cast<std::uint32_t>(n.value());
+        } else if (name == "connection") {
+            if (v != "RC") {
+                return bad("option " + std::string(shown) + ": connection type '" + v +
+                           "' is not supported; prdma-perf runs RC");
+            }
+        } else if (name == "ib-port") {
+            if (v != "1") {
+                return bad("option " + std::string(shown) + ": the device has one port (1)");
+            }
+        } else if (name == "qp-timeout") {
+            auto n = number(shown, v, 0, 31);
+            if (!n) {
+                return n.error();
+            }
+            o.qp_timeout = static_cast<std::uint8_t>(n.value());
+        } else if (name == "ib-dev" || name == "dev") {
+            o.device = v;
+        } else if (name == "json") {
+            o.json = true;
+        } else if (name == "sizes") {
+            std::size_t start = 0;
+            while (start <= v.size()) {
+                const auto comma = std::min(v.find(',', start), v.size());
+                auto n = number(shown, std::string_view(v).substr(start, comma - start), 1,
+                                max_message_size);
+                if (!n) {
+                    return n.error();
+                }
+                o.sizes.push_back(n.value());
+                start = comma + 1;
+            }
+        } else if (name == "help") {
+            o.help = true;
+        } else if (name == "version") {
+            o.version = true;
+        }
+    }
+    if (o.run_all && (size || !o.sizes.empty())) {
+        return bad("-a runs every size from 2 to 2^23; do not combine it with -s or --sizes");
+    }
+    if (size && !o.sizes.empty()) {
+        return bad("give either -s or --sizes, not both");
+    }
+    if (o.duration_seconds != 0 && (o.iterations != 0 || o.run_all)) {
+        return bad("-D runs for a time: it cannot be combined with -n or -a");
+    }
+    if (test.verb == Verb::atomic) {
+        if ((size && *size != 8) || o.run_all) {
+            return bad("atomic tests move 8 bytes; -s and -a do not apply");
+        }
+    }
+    if (o.run_all) {
+        for (unsigned shift = 1; shift <= 23; ++shift) {
+            o.sizes.push_back(1ULL << shift);
+        }
+    } else if (size) {
+        o.sizes.push_back(*size);
+    } else if (o.sizes.empty()) {
+        o.sizes.push_back(default_size(test));
+    }
+    if (o.iterations == 0) {
+        o.iterations = default_iterations(test);
+    }
+    if (o.tx_depth == 0) {
+        o.tx_depth = test.kind == Kind::latency ? 1 : 128;
+    }
+    // perftest clamps the queues to the work there is.
+    o.tx_depth = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.tx_depth, o.iterations));
+    o.rx_depth = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.rx_depth, o.iterations));
+    if (test.kind == Kind::bandwidth && o.cq_moderation > o.tx_depth) {
+        o.cq_moderation = o.tx_depth; // perftest lowers it the same way
+    }
+    if (!o.inline_given) {
+        // perftest's defaults: write_lat inlines up to 220 bytes, send_lat up to 236, the
+        // bandwidth tests nothing.
+        if (test.kind == Kind::latency && test.verb == Verb::write) {
+            o.inline_size = 220;
+        } else if (test.kind == Kind::latency && test.verb == Verb::send) {
+            o.inline_size = 236;
+        } else {
+            o.inline_size = 0;
+        }
+    }
+    return o;
+}
+
+std::string usage(TestId test) {
+    return "Usage:\n"
+           "  prdma-perf " +
+           test_name(test) +
+           " [EAL options --] [options] [server]   (client with a server name, server without)\n"
+           "\nOptions (perftest's):\n"
+           "  -s, --size=<size>        message size, K/M suffixes (default 2 latency, 65536 bw, 8 "
+           "atomic)\n"
+           "  -a, --all                every size from 2 to 2^23\n"
+           "  -n, --iters=<iters>      iterations (default 1000; write_bw 5000)\n"
+           "  -D, --duration=<sec>     run for a time instead of a number of iterations\n"
+           "  -q, --qp=<n>             QPs, bandwidth tests (default 1)\n"
+           "  -m, --mtu=<mtu>          path MTU 256..4096 (default: the port's)\n"
+           "  -F, --CPU-freq           do not warn about CPU frequency scaling\n"
+           "  -x, --gid-index=<i>      GID index (default 0)\n"
+           "  -p, --port=<port>        TCP port of the exchange (default 18515)\n"
+           "  -I, --inline_size=<n>    inline size (default 220 write_lat, 236 send_lat, else 0)\n"
+           "      --report_gbits       bandwidth in Gb/s instead of MB/s\n"
+           "  -A, --atomic_type=<t>    CMP_AND_SWAP or FETCH_AND_ADD (default FETCH_AND_ADD)\n"
+           "  -t, --tx-depth=<n>       send queue depth (default 1 latency, 128 bandwidth)\n"
+           "  -r, --rx-depth=<n>       receive queue depth (default 512)\n"
+           "  -Q, --cq-mod=<n>         completions per signaled WR in bandwidth tests (100)\n"
+           "  -o, --outs=<n>           outstanding reads/atomics (default: the device's maximum)\n"
+           "  -u, --qp-timeout=<t>     QP timeout, 4.096 us x 2^t (default 14)\n"
+           "  -d, --ib-dev=<name>      the prdma device (default: the first)\n"
+           "\nprdma additions:\n"
+           "      --dev=<name>         same as -d\n"
+           "      --sizes=<a,b,...>    a list of sizes\n"
+           "      --json               one JSON object per result line on stdout\n"
+           "  -h, --help, -V, --version\n"
+           "\nWithout EAL options each side makes a net_memif port (server role on the side\n"
+           "without a host name) and an rdma_swroce device on it, on its own core.\n";
+}
+
+} // namespace prdma::perf

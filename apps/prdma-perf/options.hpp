@@ -1,0 +1,76 @@
+// prdma-perf's command line: `prdma-perf TEST [EAL options] -- [perftest options] [server]`.
+// perftest's option names, defaults and limits for everything that applies to an RC test on one
+// port; a few prdma extensions (--dev, --json, --sizes) are named so they cannot clash.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <prdma/rdmadev/types.hpp>
+#include <prdma/status.hpp>
+
+namespace prdma::perf {
+
+enum class Verb : std::uint8_t { write, read, send, atomic };
+enum class Kind : std::uint8_t { latency, bandwidth };
+enum class AtomicType : std::uint8_t { cmp_and_swap, fetch_and_add };
+
+struct TestId {
+    Verb verb = Verb::write;
+    Kind kind = Kind::latency;
+};
+// "write_lat" ... "atomic_bw"; also accepts perftest's names ("ib_write_lat") and the installed
+// wrappers' ("prdma_write_lat").
+std::optional<TestId> parse_test_name(std::string_view name);
+std::string test_name(TestId test);
+
+inline constexpr std::uint64_t max_message_size = 8ULL << 20; // perftest's MAX_SIZE for RC
+inline constexpr unsigned max_qps = 64;
+
+struct PerfOptions {
+    TestId test;
+    std::optional<std::string> server; // client when a host name is given
+    std::uint16_t tcp_port = 18515;
+    std::vector<std::uint64_t> sizes;  // -s, -a (2..2^23) or --sizes
+    bool run_all = false;              // -a
+    std::uint64_t iterations = 0;      // -n; 0 = test default
+    unsigned duration_seconds = 0;     // -D: run for a time instead of -n
+    unsigned qps = 1;                  // -q
+    std::optional<rdma::Mtu> mtu;      // -m; absent = the port's active MTU
+    bool cpu_freq_warning_off = false; // -F
+    int gid_index = 0;                 // -x (RoCE: GID index 0 is the device's address)
+    std::uint32_t inline_size = 0;     // -I; set from the test's default when not given
+    bool inline_given = false;
+    bool report_gbits = false;                          // --report_gbits
+    AtomicType atomic_type = AtomicType::fetch_and_add; // -A
+    std::uint32_t tx_depth = 0;                         // -t; 0 = test default
+    std::uint32_t rx_depth = 512;                       // -r
+    std::uint32_t cq_moderation = 100;                  // -Q
+    bool cq_moderation_given = false;
+    std::uint32_t out_reads = 16; // -o (clamped to the device's maximum)
+    std::uint8_t qp_timeout = 14; // -u
+    std::string device;           // --dev / -d
+    bool json = false;            // --json
+    bool help = false;
+    bool version = false;
+};
+
+// Parses perftest options (everything after the `--`, or all of argv when there are no EAL
+// options). Errors name the option and the rule it broke.
+Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string> args);
+std::string usage(TestId test);
+
+// Splits `prdma-perf TEST [EAL options] -- [perftest options]`: EAL options are those before a
+// `--`; without one, everything is a perftest option.
+struct CommandLine {
+    std::vector<std::string> eal_args;
+    std::vector<std::string> perf_args;
+    bool eal_given = false;
+};
+CommandLine split_command_line(std::span<const std::string> args);
+
+} // namespace prdma::perf

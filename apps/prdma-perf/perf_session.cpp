@@ -1,0 +1,246 @@
+#include "perf_session.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <unistd.h>
+
+namespace prdma::perf {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+template <typename T>
+Error wrap(const Result<T>& result, const std::string& what) {
+    return Error(result.error().code(), what + ": " + result.error().message());
+}
+
+} // namespace
+
+Result<PerfSession> PerfSession::open(const PerfOptions& options) {
+    rdma::DeviceId device = rdma::invalid_device;
+    if (options.device.empty()) {
+        const auto devices = rdma::device_list();
+        if (devices.empty()) {
+            return Error(
+                StatusCode::invalid_parameter,
+                "no prdma device: give one with --vdev=rdma_swroce0,port=<ethdev>,ip=<addr>");
+        }
+        device = devices.front();
+    } else {
+        auto found = rdma::find_device(options.device);
+        if (!found) {
+            return wrap(found, "device '" + options.device + "'");
+        }
+        device = found.value();
+    }
+    auto context = rdma::Context::open(device);
+    if (!context) {
+        return wrap(context, "open " + rdma::device_name(device));
+    }
+    PerfSession s(std::move(context.value()));
+    s.device_ = device;
+    s.out_reads_ = options.out_reads;
+    s.qp_timeout_ = options.qp_timeout;
+
+    std::vector<std::uint8_t> attr_block(4096);
+    std::uint32_t attr_size = static_cast<std::uint32_t>(attr_block.size());
+    if (Status st = s.context_.query_device(attr_block.data(), &attr_size); !st.ok()) {
+        return Error(st.error().code(), "query_device: " + st.error().message());
+    }
+    rdma::DeviceAttr attr;
+    std::memcpy(&attr, attr_block.data(), sizeof(attr));
+    if (options.out_reads > attr.max_qp_rd_atomic) {
+        return Error(StatusCode::invalid_parameter,
+                     "-o " + std::to_string(options.out_reads) + ": the device allows at most " +
+                         std::to_string(attr.max_qp_rd_atomic) + " outstanding reads/atomics");
+    }
+    if (options.inline_size > attr.max_inline_data) {
+        return Error(StatusCode::invalid_parameter,
+                     "-I " + std::to_string(options.inline_size) + ": the device inlines at most " +
+                         std::to_string(attr.max_inline_data) + " bytes");
+    }
+    s.max_inline_ = options.inline_size;
+    s.max_cqe_ = attr.max_cqe;
+    return s;
+}
+
+Status PerfSession::allocate(const PerfOptions& options, std::uint32_t cycle_buffer) {
+    PerfSession& s = *this;
+    auto pd = s.context_.alloc_pd();
+    if (!pd) {
+        return wrap(pd, "alloc_pd");
+    }
+    s.pd_ = std::move(pd.value());
+    const std::uint32_t depth = std::max(options.tx_depth, options.rx_depth);
+    auto cq =
+        s.context_.create_cq(std::min<std::uint32_t>(s.max_cqe_, 4 * depth * options.qps + 64));
+    if (!cq) {
+        return wrap(cq, "create_cq");
+    }
+    s.cq_ = std::move(cq.value());
+    for (unsigned i = 0; i < options.qps; ++i) {
+        rdma::QpInitAttr init;
+        init.pd = &s.pd_;
+        init.send_cq = &s.cq_;
+        init.recv_cq = &s.cq_;
+        init.caps.max_send_wr = std::max<std::uint32_t>(options.tx_depth, 16);
+        init.caps.max_recv_wr = std::max<std::uint32_t>(options.rx_depth, 16);
+        init.caps.max_send_sge = 1;
+        init.caps.max_recv_sge = 1;
+        init.caps.max_inline_data = options.inline_size;
+        auto qp = s.context_.create_qp(init);
+        if (!qp) {
+            return wrap(qp, "create_qp");
+        }
+        s.qps_.push_back(std::move(qp.value()));
+    }
+    std::uint64_t largest = 0;
+    for (const std::uint64_t size : options.sizes) {
+        largest = std::max(largest, size);
+    }
+    // perftest's BUFF_SIZE: the message, at least a page ("cycle buffer"), page aligned.
+    s.slot_ = (std::max<std::uint64_t>(largest, cycle_buffer) + cycle_buffer - 1) / cycle_buffer *
+              cycle_buffer;
+    auto buffer = mem::DmaBuffer::allocate(2 * s.slot_ * options.qps, cycle_buffer);
+    if (!buffer) {
+        return wrap(buffer, "allocate " + std::to_string(2 * s.slot_ * options.qps) + " bytes");
+    }
+    s.buffer_.emplace(std::move(buffer.value()));
+    auto mr = s.pd_.register_memory(s.buffer_->data(), s.buffer_->size(),
+                                    mem::access_local_write | mem::access_remote_write |
+                                        mem::access_remote_read | mem::access_remote_atomic);
+    if (!mr) {
+        return wrap(mr, "register_memory");
+    }
+    s.mr_ = std::move(mr.value());
+    return {};
+}
+
+Result<PortInfo> PerfSession::wait_port_active(int gid_index) {
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    std::vector<std::uint8_t> block(4096);
+    for (;;) {
+        std::uint32_t size = static_cast<std::uint32_t>(block.size());
+        if (Status st = context_.query_port(1, block.data(), &size); !st.ok()) {
+            return Error(st.error().code(), "query_port: " + st.error().message());
+        }
+        rdma::PortAttr attr;
+        std::memcpy(&attr, block.data(), sizeof(attr));
+        if (attr.state == rdma::PortState::active) {
+            if (gid_index < 0 || gid_index >= attr.gid_count) {
+                return Error(StatusCode::invalid_parameter,
+                             "-x " + std::to_string(gid_index) + ": the port has " +
+                                 std::to_string(attr.gid_count) + " GID(s)");
+            }
+            PortInfo info;
+            info.active_mtu = attr.active_mtu;
+            info.link_speed_mbps = attr.link_speed_mbps;
+            std::memcpy(info.gid.raw.data(),
+                        block.data() + attr.gid_table_offset +
+                            static_cast<std::size_t>(gid_index) * sizeof(rdma::Gid),
+                        sizeof(rdma::Gid));
+            return info;
+        }
+        if (Clock::now() > deadline) {
+            return Error(StatusCode::not_connected,
+                         "the port of " + device_name() + " did not come up within 20 s");
+        }
+        ::usleep(1000);
+    }
+}
+
+std::vector<KeyMessage> PerfSession::local_keys(const PortInfo& port) const {
+    std::random_device entropy;
+    std::vector<KeyMessage> keys(qps_.size());
+    for (unsigned i = 0; i < keys.size(); ++i) {
+        keys[i].lid = 0;
+        keys[i].out_reads = out_reads_;
+        keys[i].qpn = qps_[i].qpn();
+        keys[i].psn = entropy() & 0xffffff;
+        keys[i].rkey = mr_.rkey();
+        keys[i].vaddr = reinterpret_cast<std::uint64_t>(receive_half(i));
+        keys[i].gid = port.gid;
+    }
+    return keys;
+}
+
+Status PerfSession::connect(const std::vector<KeyMessage>& mine,
+                            const std::vector<KeyMessage>& theirs, rdma::Mtu mtu) {
+    for (unsigned i = 0; i < qps_.size(); ++i) {
+        rdma::QueuePair& qp = qps_[i];
+        rdma::QpAttr init;
+        init.state = rdma::QpState::init;
+        init.port = 1;
+        init.access =
+            mem::access_remote_write | mem::access_remote_read | mem::access_remote_atomic;
+        if (Status st = qp.modify(init, rdma::qp_attr_state | rdma::qp_attr_port |
+                                            rdma::qp_attr_access_flags);
+            !st.ok()) {
+            return Error(st.error().code(), "QP to INIT: " + st.error().message());
+        }
+        rdma::QpAttr rtr;
+        rtr.state = rdma::QpState::rtr;
+        rtr.path_mtu = mtu;
+        rtr.dest_gid = theirs[i].gid; // no MAC: the device resolves it (ARP for RoCEv2/IPv4)
+        rtr.dest_qpn = theirs[i].qpn;
+        rtr.rq_psn = theirs[i].psn;
+        rtr.max_dest_rd_atomic = static_cast<std::uint8_t>(mine[i].out_reads);
+        rtr.min_rnr_timer = 12;
+        const std::uint64_t request = 0x5254520000ULL + i; // "RTR" + QP index
+        Status st = qp.modify(rtr,
+                              rdma::qp_attr_state | rdma::qp_attr_path_mtu | rdma::qp_attr_dest |
+                                  rdma::qp_attr_dest_qpn | rdma::qp_attr_rq_psn |
+                                  rdma::qp_attr_max_dest_rd_atomic | rdma::qp_attr_min_rnr_timer,
+                              request);
+        if (!st.ok() && st.error().code() == StatusCode::pending) {
+            // Resolving the peer's MAC; keep the device running until the request completes.
+            const auto deadline = Clock::now() + std::chrono::seconds(10);
+            rdma::ControlCompletion done[1];
+            for (;;) {
+                drive();
+                if (context_.poll_control(done) == 1 && done[0].request_id == request) {
+                    break;
+                }
+                if (Clock::now() > deadline) {
+                    return Error(StatusCode::not_connected,
+                                 "QP to RTR: the peer's address did not resolve within 10 s");
+                }
+            }
+            if (done[0].status != StatusCode::ok) {
+                return Error(done[0].status, "QP to RTR: " + done[0].message);
+            }
+        } else if (!st.ok()) {
+            return Error(st.error().code(), "QP to RTR: " + st.error().message());
+        }
+        rdma::QpAttr rts;
+        rts.state = rdma::QpState::rts;
+        rts.sq_psn = mine[i].psn;
+        rts.timeout = qp_timeout_;
+        rts.retry_cnt = 7;
+        rts.rnr_retry = 7;
+        rts.max_rd_atomic =
+            static_cast<std::uint8_t>(std::min(mine[i].out_reads, theirs[i].out_reads));
+        if (Status s2 = qp.modify(rts, rdma::qp_attr_state | rdma::qp_attr_sq_psn |
+                                           rdma::qp_attr_timeout | rdma::qp_attr_retry_cnt |
+                                           rdma::qp_attr_rnr_retry | rdma::qp_attr_max_rd_atomic);
+            !s2.ok()) {
+            return Error(s2.error().code(), "QP to RTS: " + s2.error().message());
+        }
+    }
+    return {};
+}
+
+std::string PerfSession::device_name() const {
+    return rdma::device_name(device_);
+}
+
+void PerfSession::close() {
+    qps_.clear();
+    mr_ = rdma::MemoryRegionHandle{};
+    cq_ = rdma::CompletionQueue{};
+    pd_ = rdma::ProtectionDomain{};
+}
+
+} // namespace prdma::perf

@@ -1,0 +1,262 @@
+#include "report.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <vector>
+
+namespace prdma::perf {
+
+namespace {
+
+// perftest prints with printf; so do we, into a string.
+std::string printf_string(const char* format, ...) __attribute__((format(printf, 1, 2)));
+std::string printf_string(const char* format, ...) {
+    char text[512];
+    va_list args;
+    va_start(args, format);
+    const int n = std::vsnprintf(text, sizeof(text), format, args);
+    va_end(args);
+    return std::string(text,
+                       static_cast<std::size_t>(std::max(0, std::min<int>(n, sizeof(text) - 1))));
+}
+
+// perftest drops the two largest samples (LAT_MEASURE_TAIL) before its statistics.
+constexpr std::size_t measure_tail = 2;
+
+const char* verb_title(Verb verb) {
+    switch (verb) {
+    case Verb::send:
+        return "Send";
+    case Verb::write:
+        return "RDMA_Write";
+    case Verb::read:
+        return "RDMA_Read";
+    case Verb::atomic:
+        return "Atomic";
+    }
+    return "";
+}
+
+} // namespace
+
+LatencyReport latency_report(std::span<const std::uint64_t> timestamps, double cycles_per_usec,
+                             bool half_round_trip, std::uint64_t size) {
+    LatencyReport r;
+    r.size = size;
+    r.iterations = timestamps.size();
+    if (timestamps.size() < measure_tail + 3) {
+        return r; // the option parser keeps -n at 5 or more
+    }
+    std::vector<std::uint64_t> delta(timestamps.size() - 1);
+    for (std::size_t i = 0; i < delta.size(); ++i) {
+        delta[i] = timestamps[i + 1] - timestamps[i];
+    }
+    std::sort(delta.begin(), delta.end());
+    const std::size_t n = delta.size() - measure_tail;
+    const double unit = cycles_per_usec * (half_round_trip ? 2.0 : 1.0);
+    // perftest's median, in whole cycles: the mean of the middle two when n is even.
+    const std::uint64_t median =
+        (n - 1) % 2 != 0 ? (delta[n / 2] + delta[n / 2 - 1]) / 2 : delta[n / 2];
+    r.t_min = static_cast<double>(delta[0]) / unit;
+    r.t_max = static_cast<double>(delta[n]) / unit; // the largest sample kept
+    r.t_typical = static_cast<double>(median) / unit;
+    double sum = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        sum += static_cast<double>(delta[i]) / unit;
+    }
+    r.t_avg = sum / static_cast<double>(n);
+    // The real standard deviation; perftest 6.06 truncates each difference to whole
+    // microseconds, which reports 0 for everything faster than a microsecond.
+    double squares = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const double d = static_cast<double>(delta[i]) / unit - r.t_avg;
+        squares += d * d;
+    }
+    r.t_stdev = std::sqrt(squares / static_cast<double>(n));
+    const auto at = [&](double fraction) {
+        const auto index = static_cast<std::size_t>(std::ceil(static_cast<double>(n) * fraction));
+        return static_cast<double>(delta[std::min(index, delta.size() - 1)]) / unit;
+    };
+    r.p99 = at(0.99);
+    r.p999 = at(0.999);
+    return r;
+}
+
+LatencyReport duration_latency_report(std::uint64_t iterations, std::uint64_t cycles,
+                                      double cycles_per_usec, bool half_round_trip,
+                                      std::uint64_t size) {
+    LatencyReport r;
+    r.size = size;
+    r.iterations = iterations;
+    if (iterations == 0 || cycles == 0) {
+        return r;
+    }
+    const double usec = static_cast<double>(cycles) / cycles_per_usec;
+    r.t_avg = usec / (half_round_trip ? 2.0 : 1.0) / static_cast<double>(iterations);
+    r.tps = static_cast<double>(iterations) / (usec / 1e6);
+    return r;
+}
+
+BandwidthReport bandwidth_report(const BandwidthInput& in) {
+    BandwidthReport r;
+    r.size = in.size;
+    r.iterations = in.iterations;
+    if (in.iterations == 0 || in.posted.empty() || in.completed.size() < in.iterations) {
+        return r;
+    }
+    const double format_factor = in.gbits ? 125000000.0 : 1048576.0; // Gb/s or MiB/s
+    const std::uint64_t cycles = in.completed[in.iterations - 1] - in.posted[0];
+    if (cycles == 0) {
+        return r;
+    }
+    const double bytes = static_cast<double>(in.size) * static_cast<double>(in.iterations);
+    r.bw_average = bytes * in.cycles_per_second / (static_cast<double>(cycles) * format_factor);
+    r.msg_rate = static_cast<double>(in.iterations) * in.cycles_per_second /
+                 (static_cast<double>(cycles) * 1e6);
+    if (in.no_peak || in.iterations > 20000 || in.posted.size() < in.iterations) {
+        return r;
+    }
+    // The best average time per WR over any run of WRs that ends on a signaled one.
+    const std::uint64_t moderation = std::max<std::uint32_t>(in.cq_moderation, 1);
+    std::uint64_t best = UINT64_MAX;
+    for (std::uint64_t i = 0; i < in.iterations; ++i) {
+        for (std::uint64_t j = (i + moderation) / moderation * moderation - 1; j < in.iterations;
+             j += moderation) {
+            const std::uint64_t t = (in.completed[j] - in.posted[i]) / (j - i + 1);
+            best = std::min(best, t);
+        }
+    }
+    if (best != 0 && best != UINT64_MAX) {
+        r.bw_peak = static_cast<double>(in.size) * in.cycles_per_second /
+                    (static_cast<double>(best) * format_factor);
+    }
+    return r;
+}
+
+std::string result_line() {
+    return "---------------------------------------------------------------------------------------"
+           "\n";
+}
+
+std::string test_info_block(const TestInfo& info) {
+    std::string out = result_line();
+    out += "                    ";
+    out += printf_string("%s ", verb_title(info.test.verb));
+    if (info.test.verb == Verb::atomic) {
+        out += info.atomic_type == AtomicType::cmp_and_swap ? "CMP_AND_SWAP " : "FETCH_AND_ADD ";
+    }
+    out += info.test.kind == Kind::bandwidth ? "BW " : "Latency ";
+    out += "Test\n";
+    out +=
+        printf_string(" Dual-port       : %s\t\tDevice         : %s\n", "OFF", info.device.c_str());
+    out += printf_string(" Number of qps   : %u\t\tTransport type : %s\n", info.qps, "IB");
+    out += printf_string(" Connection type : %s\t\tUsing SRQ      : %s\n", "RC", "OFF");
+    out += printf_string(" PCIe relax order: %s\n", "OFF");
+    out += printf_string(" ibv_wr* API     : %s\n", "OFF");
+    if (info.client) {
+        out += printf_string(" TX depth        : %u\n", info.tx_depth);
+    }
+    if (info.test.verb == Verb::send && !info.client) {
+        out += printf_string(" RX depth        : %u\n", info.rx_depth);
+    }
+    if (info.test.kind == Kind::bandwidth) {
+        out += printf_string(" CQ Moderation   : %u\n", info.cq_moderation);
+    }
+    out += printf_string(" Mtu             : %u[B]\n", rdma::mtu_bytes(info.mtu));
+    out += printf_string(" Link type       : %s\n", info.link_type.c_str());
+    out += printf_string(" GID index       : %d\n", info.gid_index);
+    if (info.test.verb == Verb::read || info.test.verb == Verb::atomic) {
+        out += printf_string(" Outstand reads  : %u\n", info.out_reads);
+    } else {
+        out += printf_string(" Max inline data : %u[B]\n", info.inline_size);
+    }
+    out += " rdma_cm QPs\t : OFF\n";
+    out += " Data ex. method : Ethernet\n";
+    out += result_line();
+    return out;
+}
+
+std::string address_lines(bool local, const KeyMessage& keys, Verb verb) {
+    std::string out = printf_string(" %s address: LID %#04x QPN %#06x PSN %#06x",
+                                    local ? "local" : "remote", keys.lid, keys.qpn, keys.psn);
+    if (verb == Verb::read) {
+        out += printf_string(" OUT %#04x", keys.out_reads);
+    }
+    if (verb == Verb::read || verb == Verb::write) {
+        out += printf_string(" RKey %#08x VAddr %#016" PRIx64, keys.rkey, keys.vaddr);
+    }
+    out += "\n";
+    const auto& g = keys.gid.raw;
+    out +=
+        printf_string(" GID: %02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:"
+                      "%02d:%02d\n",
+                      g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11],
+                      g[12], g[13], g[14], g[15]);
+    return out;
+}
+
+std::string latency_table_header(bool duration) {
+    std::string out = result_line();
+    out += duration ? " #bytes        #iterations       t_avg[usec]    tps average"
+                    : " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    "
+                      "t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% "
+                      "percentile[usec] ";
+    out += "\n";
+    return out;
+}
+
+std::string latency_row(const LatencyReport& r, bool duration) {
+    const auto size = static_cast<unsigned long>(r.size);
+    const auto iterations = static_cast<unsigned long>(r.iterations);
+    if (duration) {
+        return printf_string(" %-7lu       %lu            %-7.2f        %-7.2f\n", size, iterations,
+                             r.t_avg, r.tps);
+    }
+    return printf_string(
+        " %-7lu %lu          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     "
+        "\t%-7.2f\t\t%-7.2f \t\t%-7.2f\n",
+        size, iterations, r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev, r.p99, r.p999);
+}
+
+std::string bandwidth_table_header(bool gbits) {
+    std::string out = result_line();
+    out += gbits
+               ? " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
+               : " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";
+    out += "\n";
+    return out;
+}
+
+std::string bandwidth_row(const BandwidthReport& r, bool gbits) {
+    const auto size = static_cast<unsigned long>(r.size);
+    const auto iterations = static_cast<unsigned long>(r.iterations);
+    if (gbits && r.bw_average < 0.1) {
+        return printf_string(
+            " %-7lu    %lu           %-7.6lf            %-7.6lf            %-7.6lf\n", size,
+            iterations, r.bw_peak, r.bw_average, r.msg_rate);
+    }
+    return printf_string(" %-7lu    %-10lu       %-7.2lf            %-7.2lf\t\t   %-7.6lf\n", size,
+                         iterations, r.bw_peak, r.bw_average, r.msg_rate);
+}
+
+std::string json_latency(TestId test, const LatencyReport& r) {
+    return printf_string(
+        "{\"test\":\"%s\",\"bytes\":%" PRIu64 ",\"iterations\":%" PRIu64
+        ",\"t_min_us\":%.4f,\"t_max_us\":%.4f,\"t_typical_us\":%.4f,\"t_avg_us\":%.4f,"
+        "\"t_stdev_us\":%.4f,\"p99_us\":%.4f,\"p99_9_us\":%.4f,\"tps\":%.1f}\n",
+        test_name(test).c_str(), r.size, r.iterations, r.t_min, r.t_max, r.t_typical, r.t_avg,
+        r.t_stdev, r.p99, r.p999, r.tps);
+}
+
+std::string json_bandwidth(TestId test, const BandwidthReport& r, bool gbits) {
+    return printf_string("{\"test\":\"%s\",\"bytes\":%" PRIu64 ",\"iterations\":%" PRIu64
+                         ",\"bw_peak\":%.4f,\"bw_average\":%.4f,\"bw_unit\":\"%s\","
+                         "\"msg_rate_mpps\":%.6f}\n",
+                         test_name(test).c_str(), r.size, r.iterations, r.bw_peak, r.bw_average,
+                         gbits ? "Gb/s" : "MB/s", r.msg_rate);
+}
+
+} // namespace prdma::perf

@@ -1,0 +1,81 @@
+// perftest's numbers and tables: the same statistics from the same timestamps, printed with
+// perftest's headers and row formats (perftest_parameters.c: print_report_lat, print_report_bw,
+// ctx_print_test_info), plus one JSON object per row for machines.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "options.hpp"
+#include "perftest_wire.hpp"
+
+namespace prdma::perf {
+
+struct LatencyReport {
+    std::uint64_t size = 0;
+    std::uint64_t iterations = 0;
+    double tps = 0; // -D only: transactions per second
+    double t_min = 0, t_max = 0, t_typical = 0, t_avg = 0, t_stdev = 0, p99 = 0, p999 = 0;
+};
+
+// perftest's print_report_lat: deltas between consecutive post timestamps, sorted; WRITE and
+// SEND report half of each round trip (rtt_factor 2), READ and atomics the whole one.
+LatencyReport latency_report(std::span<const std::uint64_t> timestamps, double cycles_per_usec,
+                             bool half_round_trip, std::uint64_t size);
+
+struct BandwidthReport {
+    std::uint64_t size = 0;
+    std::uint64_t iterations = 0;
+    double bw_peak = 0;    // MB/s (2^20 bytes) or Gb/s with --report_gbits
+    double bw_average = 0; // same unit
+    double msg_rate = 0;   // Mpps
+};
+
+// perftest's print_report_bw: the average over the whole run (first post to last completion) and
+// the peak of the best single WR.
+// `completed[j]` must hold the time WR j's completion was seen (a moderated completion counts for
+// the cq_moderation WRs before it). No peak with `no_peak`, or above 20000 WRs (as perftest).
+struct BandwidthInput {
+    std::span<const std::uint64_t> posted;
+    std::span<const std::uint64_t> completed;
+    std::uint64_t iterations = 0; // all QPs
+    double cycles_per_second = 0;
+    std::uint64_t size = 0;
+    std::uint32_t cq_moderation = 1;
+    bool gbits = false;
+    bool no_peak = false;
+};
+BandwidthReport bandwidth_report(const BandwidthInput& input);
+// -D: iterations over a measured interval.
+LatencyReport duration_latency_report(std::uint64_t iterations, std::uint64_t cycles,
+                                      double cycles_per_usec, bool half_round_trip,
+                                      std::uint64_t size);
+
+// The lines perftest prints.
+struct TestInfo {
+    TestId test;
+    std::string device;
+    unsigned qps = 1;
+    std::string link_type = "Ethernet";
+    rdma::Mtu mtu = rdma::Mtu::mtu_1024;
+    std::uint32_t tx_depth = 1;
+    std::uint32_t rx_depth = 512;
+    std::uint32_t cq_moderation = 1;
+    std::uint32_t inline_size = 0;
+    std::uint32_t out_reads = 16;
+    int gid_index = 0;
+    AtomicType atomic_type = AtomicType::fetch_and_add;
+    bool client = true; // the side that posts (perftest prints TX depth for it)
+};
+std::string test_info_block(const TestInfo& info);
+std::string address_lines(bool local, const KeyMessage& keys, Verb verb);
+std::string latency_table_header(bool duration);
+std::string latency_row(const LatencyReport& report, bool duration);
+std::string bandwidth_table_header(bool gbits);
+std::string bandwidth_row(const BandwidthReport& report, bool gbits);
+std::string result_line(); // perftest's dashed separator
+std::string json_latency(TestId test, const LatencyReport& report);
+std::string json_bandwidth(TestId test, const BandwidthReport& report, bool gbits);
+
+} // namespace prdma::perf

@@ -1,0 +1,463 @@
+#include "test_runners.hpp"
+
+#include <algorithm>
+
+#include <rte_cycles.h>
+
+namespace prdma::perf {
+
+namespace {
+
+using rdma::RecvWr;
+using rdma::SendWr;
+using rdma::WcStatus;
+using rdma::WorkCompletion;
+using rdma::WrOpcode;
+
+// A loop that makes no progress for this long has lost its peer.
+constexpr std::uint64_t stall_seconds = 10;
+
+// Checks the clock only every few thousand spins: rte_rdtsc is cheap, but not free.
+class Watchdog {
+public:
+    Watchdog() : limit_(rte_get_tsc_hz() * stall_seconds), last_(rte_rdtsc()) {}
+    void progressed() { last_ = rte_rdtsc(); }
+    [[nodiscard]] bool expired() {
+        if (++spins_ % 4096 != 0) {
+            return false;
+        }
+        return rte_rdtsc() - last_ > limit_;
+    }
+
+private:
+    std::uint64_t limit_;
+    std::uint64_t last_;
+    std::uint64_t spins_ = 0;
+};
+
+Error stalled(const char* waiting_for) {
+    return Error(StatusCode::not_connected,
+                 std::string("no progress for ") + std::to_string(stall_seconds) +
+                     " s while waiting for " + waiting_for + " (is the peer still running?)");
+}
+
+Error failed(const WorkCompletion& wc) {
+    return Error(StatusCode::internal, "work request " + std::to_string(wc.wr_id) + " failed: " +
+                                           std::string(rdma::wc_status_name(wc.status)));
+}
+
+// The CQ is shared by sends and receives; this keeps count of both kinds.
+struct Completions {
+    std::uint64_t sends = 0;
+    std::uint64_t receives = 0;
+};
+
+Status poll_into(PerfSession& s, Completions& c, Watchdog& watchdog) {
+    WorkCompletion wcs[16];
+    const std::uint16_t n = rdma::poll_cq(s.cq(), wcs, 16);
+    for (std::uint16_t i = 0; i < n; ++i) {
+        if (wcs[i].status != WcStatus::success) {
+            return failed(wcs[i]);
+        }
+        if (wcs[i].opcode == rdma::WcOpcode::recv ||
+            wcs[i].opcode == rdma::WcOpcode::recv_rdma_with_imm) {
+            ++c.receives;
+        } else {
+            ++c.sends;
+        }
+    }
+    if (n != 0) {
+        watchdog.progressed();
+    }
+    return {};
+}
+
+Status post_one(PerfSession& s, unsigned qp, const SendWr& wr) {
+    if (rdma::post_send(s.qp(qp), &wr, 1) != 1) {
+        return Error(StatusCode::no_resources, "the send queue refused a work request");
+    }
+    return {};
+}
+
+SendWr one_sided(PerfSession& s, WrOpcode opcode, std::uint64_t size, const KeyMessage& peer) {
+    SendWr wr;
+    wr.opcode = opcode;
+    wr.flags = rdma::send_signaled;
+    wr.num_sge = 1;
+    wr.sge = {reinterpret_cast<std::uint64_t>(s.send_half(0)), static_cast<std::uint32_t>(size),
+              s.lkey()};
+    wr.rdma.remote_addr = peer.vaddr;
+    wr.rdma.rkey = peer.rkey;
+    return wr;
+}
+
+// Posts one WR and waits for its completion (read_lat, atomic_lat).
+Status post_and_wait(PerfSession& s, const SendWr& wr, Watchdog& watchdog) {
+    if (Status st = post_one(s, 0, wr); !st.ok()) {
+        return st;
+    }
+    WorkCompletion wc;
+    while (rdma::poll_cq(s.cq(), &wc, 1) == 0) {
+        if (watchdog.expired()) {
+            return stalled("a completion");
+        }
+    }
+    watchdog.progressed();
+    return wc.status == WcStatus::success ? Status{} : Status{failed(wc)};
+}
+
+// read_lat / atomic_lat: `-n` iterations, or as many as fit in `-D` seconds.
+Status run_one_at_a_time(PerfSession& s, const PerfOptions& o, const SendWr& wr,
+                         LatencySamples& out) {
+    Watchdog watchdog;
+    if (o.duration_seconds != 0) {
+        const std::uint64_t start = rte_rdtsc();
+        const std::uint64_t end = start + rte_get_tsc_hz() * o.duration_seconds;
+        std::uint64_t iterations = 0;
+        std::uint64_t now = start;
+        while (now < end) {
+            if (Status st = post_and_wait(s, wr, watchdog); !st.ok()) {
+                return st;
+            }
+            ++iterations;
+            now = rte_rdtsc();
+        }
+        out.duration_iterations = iterations;
+        out.duration_cycles = now - start;
+        return {};
+    }
+    out.timestamps.assign(o.iterations, 0);
+    for (std::uint64_t i = 0; i < o.iterations; ++i) {
+        out.timestamps[i] = rte_rdtsc();
+        if (Status st = post_and_wait(s, wr, watchdog); !st.ok()) {
+            return st;
+        }
+    }
+    return {};
+}
+
+} // namespace
+
+Status run_write_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size,
+                         const KeyMessage& peer, bool server, LatencySamples& out) {
+    const std::uint64_t iterations = o.iterations;
+    out.timestamps.assign(iterations, 0);
+    // The last byte of each message carries the iteration number: when it has arrived, the
+    // whole message has (the responder writes a message's bytes in order).
+    volatile std::uint8_t* const post_byte = s.send_half(0) + size - 1;
+    const volatile std::uint8_t* const poll_byte = s.receive_half(0) + size - 1;
+    SendWr wr = one_sided(s, WrOpcode::rdma_write, size, peer);
+    if (size <= o.inline_size) {
+        wr.flags |= rdma::send_inline;
+    }
+    Watchdog watchdog;
+    std::uint64_t posted = 0;
+    std::uint64_t received = 0;
+    std::uint64_t completed = 0;
+    WorkCompletion wc;
+    while (posted < iterations || completed < iterations || received < iterations) {
+        // perftest's order: the server sends first, the client answers.
+        if (received < iterations && !(posted == 0 && server)) {
+            ++received;
+            const auto expected = static_cast<std::uint8_t>(received);
+            while (*poll_byte != expected) {
+                s.drive();
+                if (watchdog.expired()) {
+                    return stalled("the peer's WRITE");
+                }
+            }
+            watchdog.progressed();
+        }
+        if (posted < iterations) {
+            out.timestamps[posted] = rte_rdtsc();
+            *post_byte = static_cast<std::uint8_t>(++posted);
+            if (Status st = post_one(s, 0, wr); !st.ok()) {
+                return st;
+            }
+        }
+        if (completed < iterations) {
+            while (rdma::poll_cq(s.cq(), &wc, 1) == 0) {
+                if (watchdog.expired()) {
+                    return stalled("a WRITE's completion");
+                }
+            }
+            if (wc.status != WcStatus::success) {
+                return failed(wc);
+            }
+            ++completed;
+        }
+    }
+    return {};
+}
+
+Status post_receives(PerfSession& s, std::uint64_t size, std::uint32_t count) {
+    for (unsigned q = 0; q < s.qp_count(); ++q) {
+        RecvWr wr;
+        wr.num_sge = 1;
+        wr.sge = {reinterpret_cast<std::uint64_t>(s.receive_half(q)),
+                  static_cast<std::uint32_t>(size), s.lkey()};
+        for (std::uint32_t i = 0; i < count; ++i) {
+            wr.wr_id = q;
+            if (rdma::post_recv(s.qp(q), &wr, 1) != 1) {
+                return Error(StatusCode::no_resources, "the receive queue refused a work request");
+            }
+        }
+    }
+    return {};
+}
+
+Status run_send_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size, bool server,
+                        LatencySamples& out) {
+    const std::uint64_t iterations = o.iterations;
+    out.timestamps.assign(iterations, 0);
+    SendWr wr;
+    wr.opcode = WrOpcode::send;
+    wr.flags = rdma::send_signaled | (size <= o.inline_size ? rdma::send_inline : 0);
+    wr.num_sge = 1;
+    wr.sge = {reinterpret_cast<std::uint64_t>(s.send_half(0)), static_cast<std::uint32_t>(size),
+              s.lkey()};
+    RecvWr recv;
+    recv.num_sge = 1;
+    recv.sge = {reinterpret_cast<std::uint64_t>(s.receive_half(0)),
+                static_cast<std::uint32_t>(size), s.lkey()};
+    Watchdog watchdog;
+    Completions c;
+    std::uint64_t posted = 0;
+    std::uint64_t received = 0;
+    while (posted < iterations || received < iterations) {
+        // perftest's order: the client sends first, the server answers.
+        if (received < iterations && !(posted == 0 && !server)) {
+            while (c.receives <= received) {
+                if (Status st = poll_into(s, c, watchdog); !st.ok()) {
+                    return st;
+                }
+                if (watchdog.expired()) {
+                    return stalled("the peer's SEND");
+                }
+            }
+            ++received;
+            if (received + o.rx_depth <= iterations) {
+                if (rdma::post_recv(s.qp(0), &recv, 1) != 1) {
+                    return Error(StatusCode::no_resources, "the receive queue is full");
+                }
+            }
+        }
+        if (posted < iterations) {
+            out.timestamps[posted] = rte_rdtsc();
+            if (Status st = post_one(s, 0, wr); !st.ok()) {
+                return st;
+            }
+            ++posted;
+            while (c.sends < posted) { // tx depth 1: every SEND is waited for
+                if (Status st = poll_into(s, c, watchdog); !st.ok()) {
+                    return st;
+                }
+                if (watchdog.expired()) {
+                    return stalled("a SEND's completion");
+                }
+            }
+        }
+    }
+    return {};
+}
+
+Status run_read_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size,
+                        const KeyMessage& peer, LatencySamples& out) {
+    return run_one_at_a_time(s, o, one_sided(s, WrOpcode::rdma_read, size, peer), out);
+}
+
+Status run_atomic_latency(PerfSession& s, const PerfOptions& o, const KeyMessage& peer,
+                          LatencySamples& out) {
+    SendWr wr = one_sided(s, WrOpcode::atomic_fetch_add, 8, peer);
+    wr.atomic.remote_addr = peer.vaddr;
+    wr.atomic.rkey = peer.rkey;
+    if (o.atomic_type == AtomicType::cmp_and_swap) {
+        wr.opcode = WrOpcode::atomic_cmp_swap;
+        wr.atomic.compare_add = 0;
+        wr.atomic.swap = 0;
+    } else {
+        wr.atomic.compare_add = 1; // perftest's ATOMIC_ADD_VALUE
+        wr.atomic.swap = 0;
+    }
+    return run_one_at_a_time(s, o, wr, out);
+}
+
+Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
+                     const std::vector<KeyMessage>& peers, BandwidthSamples& out) {
+    const unsigned qps = s.qp_count();
+    const bool timed = o.duration_seconds != 0;
+    const std::uint64_t per_qp = timed ? UINT64_MAX : o.iterations;
+    const std::uint32_t moderation = out.cq_moderation;
+    if (!timed) {
+        out.iterations = o.iterations * qps;
+        out.posted.assign(out.iterations, 0);
+        out.completed.assign(out.iterations, 0);
+    }
+    // perftest walks the buffers in cache-line steps while a message fits twice in a page.
+    const std::uint64_t step = size <= out.cycle_buffer / 2
+                                   ? (size + out.cache_line - 1) / out.cache_line * out.cache_line
+                                   : 0;
+    struct PerQp {
+        std::uint64_t posted = 0;
+        std::uint64_t completed = 0;
+        std::uint64_t offset = 0;
+    };
+    std::vector<PerQp> state(qps);
+    std::vector<SendWr> batch(std::min<std::uint32_t>(o.tx_depth, 64));
+    SendWr base;
+    switch (o.test.verb) {
+    case Verb::write:
+        base.opcode = WrOpcode::rdma_write;
+        break;
+    case Verb::read:
+        base.opcode = WrOpcode::rdma_read;
+        break;
+    case Verb::send:
+        base.opcode = WrOpcode::send;
+        break;
+    case Verb::atomic:
+        base.opcode = o.atomic_type == AtomicType::cmp_and_swap ? WrOpcode::atomic_cmp_swap
+                                                                : WrOpcode::atomic_fetch_add;
+        break;
+    }
+    base.num_sge = 1;
+    if (size <= o.inline_size && (o.test.verb == Verb::write || o.test.verb == Verb::send)) {
+        base.flags |= rdma::send_inline;
+    }
+    Watchdog watchdog;
+    std::uint64_t total_posted = 0;
+    std::uint64_t total_completed = 0;
+    const std::uint64_t end = timed ? rte_rdtsc() + rte_get_tsc_hz() * o.duration_seconds : 0;
+    bool stop_posting = false;
+    WorkCompletion wcs[32];
+    for (;;) {
+        if (timed && !stop_posting && rte_rdtsc() >= end) {
+            stop_posting = true;
+        }
+        for (unsigned q = 0; q < qps && !stop_posting; ++q) {
+            PerQp& p = state[q];
+            std::size_t n = 0;
+            while (n < batch.size() && p.posted < per_qp && p.posted - p.completed < o.tx_depth) {
+                SendWr& wr = batch[n];
+                wr = base;
+                const bool last = p.posted + 1 == per_qp;
+                if ((p.posted + 1) % moderation == 0 || last) {
+                    wr.flags |= rdma::send_signaled;
+                }
+                wr.wr_id = (static_cast<std::uint64_t>(q) << 48) | p.posted;
+                const std::uint64_t length = o.test.verb == Verb::atomic ? 8 : size;
+                wr.sge = {reinterpret_cast<std::uint64_t>(s.send_half(q)) + p.offset,
+                          static_cast<std::uint32_t>(length), s.lkey()};
+                if (o.test.verb == Verb::atomic) {
+                    wr.atomic.remote_addr = peers[q].vaddr + p.offset;
+                    wr.atomic.rkey = peers[q].rkey;
+                    wr.atomic.compare_add = o.atomic_type == AtomicType::cmp_and_swap ? 0 : 1;
+                    wr.atomic.swap = 0;
+                } else if (o.test.verb != Verb::send) {
+                    wr.rdma.remote_addr = peers[q].vaddr + p.offset;
+                    wr.rdma.rkey = peers[q].rkey;
+                }
+                if (step != 0) {
+                    p.offset += step;
+                    if (p.offset + length > out.cycle_buffer) {
+                        p.offset = 0;
+                    }
+                }
+                if (!timed) {
+                    out.posted[total_posted + n] = rte_rdtsc();
+                }
+                ++p.posted;
+                ++n;
+            }
+            if (n != 0) {
+                if (rdma::post_send(s.qp(q), batch.data(), static_cast<std::uint16_t>(n)) != n) {
+                    return Error(StatusCode::no_resources, "the send queue refused work requests");
+                }
+                if (timed && total_posted == 0) {
+                    out.posted.assign(1, rte_rdtsc());
+                }
+                total_posted += n;
+            }
+        }
+        const std::uint16_t got = rdma::poll_cq(s.cq(), wcs, 32);
+        const std::uint64_t now = got != 0 ? rte_rdtsc() : 0;
+        for (std::uint16_t i = 0; i < got; ++i) {
+            if (wcs[i].status != WcStatus::success) {
+                return failed(wcs[i]);
+            }
+            PerQp& p = state[wcs[i].wr_id >> 48];
+            const std::uint64_t done = (wcs[i].wr_id & 0xffffffffffffULL) + 1;
+            if (!timed) {
+                for (std::uint64_t k = total_completed; k < total_completed + (done - p.completed);
+                     ++k) {
+                    out.completed[k] = now;
+                }
+            }
+            total_completed += done - p.completed;
+            p.completed = done;
+        }
+        if (got != 0) {
+            watchdog.progressed();
+        } else if (watchdog.expired()) {
+            return stalled("completions");
+        }
+        const bool all_posted = timed ? stop_posting : total_posted == out.iterations;
+        if (all_posted && total_completed == total_posted) {
+            break;
+        }
+    }
+    if (timed) {
+        out.iterations = total_completed;
+        out.duration_cycles = rte_rdtsc() - (out.posted.empty() ? 0 : out.posted[0]);
+    }
+    return {};
+}
+
+Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, std::uint64_t size,
+                                 BandwidthSamples& out) {
+    const unsigned qps = s.qp_count();
+    out.iterations = o.iterations * qps;
+    out.posted.assign(1, 0);
+    out.completed.assign(out.iterations, 0);
+    std::vector<std::uint64_t> received(qps, 0);
+    std::vector<std::uint64_t> receives_posted(qps, o.rx_depth);
+    RecvWr recv;
+    recv.num_sge = 1;
+    Watchdog watchdog;
+    std::uint64_t total = 0;
+    WorkCompletion wcs[32];
+    while (total < out.iterations) {
+        const std::uint16_t got = rdma::poll_cq(s.cq(), wcs, 32);
+        if (got == 0) {
+            if (watchdog.expired()) {
+                return stalled("the peer's SENDs");
+            }
+            continue;
+        }
+        const std::uint64_t now = rte_rdtsc();
+        watchdog.progressed();
+        for (std::uint16_t i = 0; i < got; ++i) {
+            if (wcs[i].status != WcStatus::success) {
+                return failed(wcs[i]);
+            }
+            const auto q = static_cast<unsigned>(wcs[i].wr_id);
+            if (total == 0) {
+                out.posted[0] = now; // the first arrival starts the clock
+            }
+            out.completed[total++] = now;
+            ++received[q];
+            if (receives_posted[q] < o.iterations) {
+                recv.wr_id = q;
+                recv.sge = {reinterpret_cast<std::uint64_t>(s.receive_half(q)),
+                            static_cast<std::uint32_t>(size), s.lkey()};
+                if (rdma::post_recv(s.qp(q), &recv, 1) != 1) {
+                    return Error(StatusCode::no_resources, "the receive queue is full");
+                }
+                ++receives_posted[q];
+            }
+        }
+    }
+    return {};
+}
+
+} // namespace prdma::perf

@@ -1,0 +1,54 @@
+// The measured loops of the eight tests, with perftest's method (perftest_resources.c:
+// run_iter_lat_write, run_iter_lat_send, run_iter_lat, run_iter_bw, run_iter_bw_server) so each
+// number means what it means in perftest. Timestamps are TSC cycles.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "options.hpp"
+#include "perf_session.hpp"
+#include "perftest_wire.hpp"
+
+namespace prdma::perf {
+
+struct LatencySamples {
+    std::vector<std::uint64_t> timestamps; // one per iteration, at post time
+    std::uint64_t duration_iterations = 0; // -D: iterations done in...
+    std::uint64_t duration_cycles = 0;     // ...this many cycles
+};
+
+struct BandwidthSamples {
+    // In: how the requester works (perftest's cq_mod and buffer walk).
+    std::uint32_t cq_moderation = 1;
+    std::uint64_t cycle_buffer = 4096;
+    std::uint64_t cache_line = 64;
+    // Out.
+    std::vector<std::uint64_t> posted;    // per WR, at post time (-D: only the first)
+    std::vector<std::uint64_t> completed; // per WR, when its (moderated) completion was seen
+    std::uint64_t iterations = 0;         // WRs counted (all QPs)
+    std::uint64_t duration_cycles = 0;    // -D: first post to last completion
+};
+
+// write_lat / send_lat: both sides run; the client posts first.
+Status run_write_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size,
+                         const KeyMessage& peer, bool server, LatencySamples& out);
+Status run_send_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size, bool server,
+                        LatencySamples& out);
+// read_lat / atomic_lat: the client posts one and waits for it; the server only serves.
+Status run_read_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size,
+                        const KeyMessage& peer, LatencySamples& out);
+Status run_atomic_latency(PerfSession& s, const PerfOptions& o, const KeyMessage& peer,
+                          LatencySamples& out);
+
+// write_bw / read_bw / atomic_bw / send_bw requester: tx_depth WRs in flight per QP, one signaled
+// per cq_moderation.
+Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
+                     const std::vector<KeyMessage>& peers, BandwidthSamples& out);
+// send_bw's receiver: keeps rx_depth receives posted until `iterations` messages per QP arrived.
+Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, std::uint64_t size,
+                                 BandwidthSamples& out);
+// send tests: fill each QP's receive queue before the peer may send.
+Status post_receives(PerfSession& s, std::uint64_t size, std::uint32_t count);
+
+} // namespace prdma::perf

@@ -1,0 +1,156 @@
+// prdma-perf's command line: perftest's names, defaults and limits, and clear refusals.
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "options.hpp"
+
+namespace prdma::perf {
+namespace {
+
+Result<PerfOptions> parse(TestId test, std::vector<std::string> args) {
+    return parse_perf_options(test, args);
+}
+
+constexpr TestId write_lat{Verb::write, Kind::latency};
+constexpr TestId write_bw{Verb::write, Kind::bandwidth};
+constexpr TestId atomic_lat{Verb::atomic, Kind::latency};
+
+TEST(PerfOptions, TestNamesInEveryForm) {
+    for (const char* name : {"write_lat", "ib_write_lat", "prdma_write_lat"}) {
+        auto test = parse_test_name(name);
+        ASSERT_TRUE(test.has_value()) << name;
+        EXPECT_EQ(test->verb, Verb::write);
+        EXPECT_EQ(test->kind, Kind::latency);
+    }
+    EXPECT_EQ(test_name(*parse_test_name("atomic_bw")), "atomic_bw");
+    EXPECT_FALSE(parse_test_name("write").has_value());
+    EXPECT_FALSE(parse_test_name("write_latency").has_value());
+    EXPECT_FALSE(parse_test_name("ib_foo_bw").has_value());
+}
+
+TEST(PerfOptions, PerftestDefaults) {
+    auto lat = parse(write_lat, {});
+    ASSERT_TRUE(lat.ok());
+    EXPECT_FALSE(lat->server.has_value()); // no host name: server
+    EXPECT_EQ(lat->tcp_port, 18515);
+    EXPECT_EQ(lat->iterations, 1000U);
+    EXPECT_EQ(lat->sizes, std::vector<std::uint64_t>{2});
+    EXPECT_EQ(lat->inline_size, 220U);
+    auto bw = parse(write_bw, {"10.0.0.2"});
+    ASSERT_TRUE(bw.ok());
+    EXPECT_EQ(*bw->server, "10.0.0.2");
+    EXPECT_EQ(bw->iterations, 5000U);
+    EXPECT_EQ(bw->sizes, std::vector<std::uint64_t>{65536});
+    EXPECT_EQ(bw->tx_depth, 128U);
+    EXPECT_EQ(bw->inline_size, 0U);
+    auto read_bw = parse(TestId{Verb::read, Kind::bandwidth}, {});
+    ASSERT_TRUE(read_bw.ok());
+    EXPECT_EQ(read_bw->iterations, 1000U); // only ib_write_bw defaults to 5000
+    EXPECT_FALSE(parse(TestId{Verb::read, Kind::latency}, {"-I", "64"}).ok());
+    auto send_lat = parse(TestId{Verb::send, Kind::latency}, {});
+    ASSERT_TRUE(send_lat.ok());
+    EXPECT_EQ(send_lat->inline_size, 236U);
+    EXPECT_EQ(send_lat->tx_depth, 1U);
+    EXPECT_EQ(send_lat->rx_depth, 512U);
+    auto atomic = parse(atomic_lat, {});
+    ASSERT_TRUE(atomic.ok());
+    EXPECT_EQ(atomic->sizes, std::vector<std::uint64_t>{8});
+    EXPECT_EQ(atomic->atomic_type, AtomicType::fetch_and_add);
+}
+
+TEST(PerfOptions, ShortLongAndAttachedForms) {
+    auto o = parse(write_bw, {"-s", "4096", "-n5000", "--qp=4", "--mtu", "2048", "-x", "0", "-p",
+                              "20000", "--report_gbits", "-F", "host"});
+    ASSERT_TRUE(o.ok()) << o.error().to_string();
+    EXPECT_EQ(o->sizes, std::vector<std::uint64_t>{4096});
+    EXPECT_EQ(o->iterations, 5000U);
+    EXPECT_EQ(o->qps, 4U);
+    EXPECT_EQ(o->mtu, rdma::Mtu::mtu_2048);
+    EXPECT_EQ(o->tcp_port, 20000);
+    EXPECT_TRUE(o->report_gbits);
+    EXPECT_EQ(*o->server, "host");
+}
+
+TEST(PerfOptions, AllSizesAreTwoToTwoToTheTwentyThird) {
+    auto o = parse(write_lat, {"-a"});
+    ASSERT_TRUE(o.ok());
+    ASSERT_EQ(o->sizes.size(), 23U);
+    EXPECT_EQ(o->sizes.front(), 2U);
+    EXPECT_EQ(o->sizes.back(), 1U << 23);
+}
+
+TEST(PerfOptions, SizeSuffixesAndClamps) {
+    auto o = parse(write_bw, {"-s", "64K", "-n", "50", "-t", "128"});
+    ASSERT_TRUE(o.ok()) << o.error().to_string();
+    EXPECT_EQ(o->sizes, std::vector<std::uint64_t>{65536});
+    EXPECT_EQ(o->tx_depth, 50U); // perftest clamps the depth to the iterations
+    auto q = parse(write_bw, {"-q", "0"});
+    ASSERT_FALSE(q.ok());
+    EXPECT_NE(q.error().message().find("1..64"), std::string::npos);
+}
+
+TEST(PerfOptions, SizeList) {
+    auto o = parse(write_lat, {"--sizes=8,64,4096"});
+    ASSERT_TRUE(o.ok());
+    EXPECT_EQ(o->sizes, (std::vector<std::uint64_t>{8, 64, 4096}));
+}
+
+TEST(PerfOptions, AtomicType) {
+    auto o = parse(atomic_lat, {"-A", "CMP_AND_SWAP"});
+    ASSERT_TRUE(o.ok());
+    EXPECT_EQ(o->atomic_type, AtomicType::cmp_and_swap);
+    EXPECT_FALSE(parse(atomic_lat, {"-A", "SWAP"}).ok());
+    EXPECT_FALSE(parse(atomic_lat, {"-s", "64"}).ok());
+}
+
+TEST(PerfOptions, RefusalsSayWhy) {
+    struct Case {
+        std::vector<std::string> args;
+        const char* says;
+    };
+    const Case cases[] = {
+        {{"--bogus"}, "unknown option '--bogus'"},
+        {{"-k"}, "unknown option '-k'"},
+        {{"-s", "8388609"}, "the largest message is 8388608 bytes"},
+        {{"-s", "0"}, "is not a number in 1..8388608"},
+        {{"-s", "12x"}, "'12x' is not a number"},
+        {{"-n"}, "needs a value"},
+        {{"-n", "3"}, "5..100000000"},
+        {{"-m", "1500"}, "is not an MTU"},
+        {{"-c", "UD"}, "not supported"},
+        {{"-a", "-s", "64"}, "do not combine"},
+        {{"-D", "2", "-n", "100"}, "cannot be combined"},
+        {{"host1", "host2"}, "more than one server name"},
+        {{"--report_gbits=1"}, "takes no value"},
+        {{"-q", "2"}, "only available in bandwidth tests"},
+        {{"-A", "CMP_AND_SWAP"}, "atomic_lat and atomic_bw only"},
+        {{"-o", "4"}, "READ and atomic tests only"},
+        {{"-x", "65"}, "0..64"},
+        {{"-I", "913"}, "0..912"},
+        {{"-s", "9M"}, "the largest message is 8388608"},
+    };
+    for (const Case& c : cases) {
+        auto o = parse(write_lat, c.args);
+        ASSERT_FALSE(o.ok()) << c.says;
+        EXPECT_EQ(o.code(), StatusCode::invalid_parameter);
+        EXPECT_NE(o.error().message().find(c.says), std::string::npos)
+            << "message: " << o.error().message();
+    }
+}
+
+TEST(PerfOptions, EalOptionsBeforeTheSeparator) {
+    const std::vector<std::string> with{"--vdev=net_ring0", "-l", "1", "--", "-s", "64", "host"};
+    const CommandLine line = split_command_line(with);
+    EXPECT_TRUE(line.eal_given);
+    EXPECT_EQ(line.eal_args.size(), 3U);
+    EXPECT_EQ(line.perf_args, (std::vector<std::string>{"-s", "64", "host"}));
+    const std::vector<std::string> without{"-s", "64"};
+    const CommandLine plain = split_command_line(without);
+    EXPECT_FALSE(plain.eal_given);
+    EXPECT_EQ(plain.perf_args.size(), 2U);
+}
+
+} // namespace
+} // namespace prdma::perf
