@@ -130,7 +130,7 @@ Status run(const PerfOptions& o) {
         print.text("\n************************************\n* Waiting for client to connect... "
                    "*\n************************************\n");
     }
-    auto channel = client ? OobChannel::connect(*o.server, o.tcp_port, 10s)
+    auto channel = client ? OobChannel::connect(*o.server, o.tcp_port, 5s)
                           : OobChannel::accept(o.tcp_port, 600s);
     if (!channel) {
         return channel.error();
@@ -467,6 +467,8 @@ Result<std::vector<std::string>> default_eal_args(const PerfOptions& o) {
         std::to_string(core),
         "--log-level=lib.eal:error",
         "--log-level=pmd.net.memif:error",
+        "--log-level=prdma.*:warning",
+        "--no-telemetry",
         "--vdev=net_memif0,role=" + std::string(client ? "client" : "server") +
             ",socket=" + socket + ",socket-abstract=no,id=0",
         "--vdev=rdma_swroce0,port=net_memif0,ip=" + std::string(client ? "10.0.0.2" : "10.0.0.1")};
@@ -540,6 +542,11 @@ int main(int argc, char** argv) {
         return fail("EAL: " + eal.error().message());
     }
     const Status status = run(options);
+    // Remove the devices before EAL's own cleanup, which would close their ports first (in vdev
+    // order) while they are still started.
+    for (const rdma::DeviceId device : rdma::device_list()) {
+        (void)rdma::remove_device(device);
+    }
     if (!status.ok()) {
         return fail(status.error().message());
     }
