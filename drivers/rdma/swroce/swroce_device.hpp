@@ -124,7 +124,8 @@ struct SwroceQp {
     std::uint32_t recv_offset = 0; // bytes of the current SEND placed in the receive WQE
     const mem::KeyEntry* write_entry = nullptr; // the checked rkey of the WRITE in progress
     std::uint64_t write_va = 0;
-    std::uint32_t write_length = 0;
+    std::uint32_t write_length = 0;     // bytes of it still to come
+    std::uint32_t write_dma_length = 0; // its RETH length: a WRITE_WITH_IMM's byte_len
     std::array<ResponderResource, max_responder_resources> resources{};
     std::uint32_t next_resource = 0; // round-robin slot for the next READ/atomic
     bool nak_sent = false;           // one sequence NAK per gap

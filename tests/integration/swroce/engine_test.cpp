@@ -267,6 +267,50 @@ TEST_F(EngineTest, WriteAndWriteWithImmediate) {
     EXPECT_EQ(std::memcmp(a_->data(), b_->data() + 512 * 1024, 4096), 0);
 }
 
+// The receive completion of a WRITE_WITH_IMM reports the whole WRITE (the RETH's DMA length), not
+// the payload of its last packet.
+TEST_F(EngineTest, WriteWithImmediateAcrossPacketsReportsTheWholeLength) {
+    constexpr std::uint32_t length = 10000; // 10 packets at MTU 1024
+    fill(*a_, 0, length, 13);
+    post_receive(*b_, 9, 0, 0);
+    SendWr imm = send_wr(*a_, WrOpcode::rdma_write_with_imm, 0, length);
+    imm.rdma.remote_addr = b_->addr() + 65536;
+    imm.rdma.rkey = b_->mr.rkey();
+    imm.imm_or_invalidate = 0x01020304;
+    ASSERT_EQ(post_send(a_->qp, &imm, 1), 1);
+    ASSERT_EQ(wait(*a_, 1).size(), 1U);
+    const auto received = wait(*b_, 1);
+    ASSERT_EQ(received.size(), 1U);
+    EXPECT_EQ(received[0].status, WcStatus::success) << wc_status_name(received[0].status);
+    EXPECT_EQ(received[0].opcode, WcOpcode::recv_rdma_with_imm);
+    EXPECT_EQ(received[0].byte_len, length);
+    EXPECT_EQ(received[0].imm_or_invalidated, 0x01020304U);
+    EXPECT_EQ(std::memcmp(a_->data(), b_->data() + 65536, length), 0);
+}
+
+// No receive for a multi-packet WRITE_WITH_IMM: its last packet is RNR-NAKed and resent, and the
+// resent packet completes the WRITE once a receive is there (found over net_memif).
+TEST_F(EngineTest, WriteWithImmediateWaitsForAReceiveThroughRnr) {
+    constexpr std::uint32_t length = 5000;
+    fill(*a_, 0, length, 17);
+    SendWr imm = send_wr(*a_, WrOpcode::rdma_write_with_imm, 0, length);
+    imm.rdma.remote_addr = b_->addr() + 65536;
+    imm.rdma.rkey = b_->mr.rkey();
+    imm.imm_or_invalidate = 5;
+    ASSERT_EQ(post_send(a_->qp, &imm, 1), 1);
+    EXPECT_TRUE(wait(*a_, 1, std::chrono::milliseconds(200)).empty())
+        << "no receive posted: RNR NAKs, nothing completes";
+    post_receive(*b_, 4, 0, 0);
+    const auto sent = wait(*a_, 1);
+    ASSERT_EQ(sent.size(), 1U);
+    EXPECT_EQ(sent[0].status, WcStatus::success) << wc_status_name(sent[0].status);
+    const auto received = wait(*b_, 1);
+    ASSERT_EQ(received.size(), 1U);
+    EXPECT_EQ(received[0].status, WcStatus::success) << wc_status_name(received[0].status);
+    EXPECT_EQ(received[0].byte_len, length);
+    EXPECT_EQ(std::memcmp(a_->data(), b_->data() + 65536, length), 0);
+}
+
 TEST_F(EngineTest, InlineAndMultiSgeAndUnsignaled) {
     fill(*a_, 0, 300, 5);
     post_receive(*b_, 1, 8192, 512);
