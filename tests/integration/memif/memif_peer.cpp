@@ -286,6 +286,7 @@ constexpr Mode kModes[] = {
     {"verify", run_verify},
     {"latency", run_latency},
     {"rate", run_rate},
+    {"imm", run_imm},
 };
 
 ModeFn find_mode(const std::string& name) {

@@ -144,4 +144,9 @@ void expect_status(const WorkCompletion& wc, WcStatus status, const std::string&
 // A device counter by name (0 when it does not exist).
 std::uint64_t counter(const Session& s, const std::string& name);
 
+// ---- modes --------------------------------------------------------------------------------------
+// Each returns 0 on success and dies otherwise; the client drives, the server serves and checks.
+
+int run_imm(Session& s, Oob& oob, bool server); // memif_data_modes.cpp
+
 } // namespace memif_peer

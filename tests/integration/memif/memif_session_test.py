@@ -56,6 +56,9 @@ class MemifSession(unittest.TestCase):
     def test_verify_every_opcode_and_size(self):
         self.check('verify', 'ok')
 
+    def test_imm_send_and_write_with_immediate(self):
+        self.check('imm', 'ok')
+
 
 if __name__ == '__main__':
     if not PEER or not os.access(PEER, os.X_OK):
