@@ -89,7 +89,7 @@ Result<rdma::driver::QpCreated> create_qp(Device& device, const rdma::driver::Qp
     qp->queue_group = init.queue_group;
     qp->caps = init.caps;
     qp->signal_all = init.signal_all;
-    qp->receive_queue = WorkRing<rdma::RecvWr>(init.caps.max_recv_wr);
+    qp->receive_queue = WorkRing<RecvWqe>(init.caps.max_recv_wr);
     qp->send_queue = WorkRing<SendWqe>(init.caps.max_send_wr);
     rdma::driver::QpCreated created{qp.get(), qp->qpn};
     *slot = std::move(qp);

@@ -450,12 +450,12 @@ void complete_receive(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint32_
 
 // Scatters a SEND payload into the head receive WQE; false on a local length/protection error.
 bool scatter(SwroceQp& qp, std::span<const std::uint8_t> payload) noexcept {
-    const rdma::RecvWr& wr = qp.receive_queue.front();
-    const rdma::Sge* sges = wr.sges();
+    const RecvWqe& wqe = qp.receive_queue.front();
+    const rdma::Sge* sges = wqe.sges.data();
     const mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
     std::uint32_t skip = qp.recv_offset;
     std::size_t done = 0;
-    for (std::uint32_t i = 0; i < wr.num_sge && done < payload.size(); ++i) {
+    for (std::uint32_t i = 0; i < wqe.num_sge && done < payload.size(); ++i) {
         const rdma::Sge& sge = sges[i];
         if (skip >= sge.length) {
             skip -= sge.length;

@@ -344,6 +344,33 @@ TEST_F(EngineTest, InlineAndMultiSgeAndUnsignaled) {
     EXPECT_EQ(std::memcmp(b_->data() + 16384 + 110, a_->data() + 150, 50), 0);
 }
 
+// A receive's SGE list belongs to the caller only during the post (ibv_post_recv): the device
+// scatters by its own copy, whatever the caller does with the array afterwards (found over
+// net_memif, where the list was a vector gone before the SEND arrived).
+TEST_F(EngineTest, ReceiveScattersByItsOwnCopyOfTheSgeList) {
+    constexpr std::uint32_t length = 3000; // three packets, SGE boundaries inside them
+    fill(*a_, 0, length, 23);
+    std::array<Sge, 3> sges{Sge{b_->addr() + 100, 700, b_->mr.lkey()},
+                            Sge{b_->addr() + 8192 + 3, 1500, b_->mr.lkey()},
+                            Sge{b_->addr() + 16384, 4096, b_->mr.lkey()}};
+    RecvWr recv;
+    recv.wr_id = 11;
+    recv.num_sge = 3;
+    recv.sg_list = sges.data();
+    ASSERT_EQ(post_recv(b_->qp, &recv, 1), 1);
+    sges.fill(Sge{b_->addr() + 65536, 1, 0}); // the caller reuses its array
+    SendWr send = send_wr(*a_, WrOpcode::send, 0, length);
+    ASSERT_EQ(post_send(a_->qp, &send, 1), 1);
+    ASSERT_EQ(wait(*a_, 1).size(), 1U);
+    const auto received = wait(*b_, 1);
+    ASSERT_EQ(received.size(), 1U);
+    EXPECT_EQ(received[0].status, WcStatus::success) << wc_status_name(received[0].status);
+    EXPECT_EQ(received[0].byte_len, length);
+    EXPECT_EQ(std::memcmp(b_->data() + 100, a_->data(), 700), 0);
+    EXPECT_EQ(std::memcmp(b_->data() + 8192 + 3, a_->data() + 700, 1500), 0);
+    EXPECT_EQ(std::memcmp(b_->data() + 16384, a_->data() + 2200, 800), 0);
+}
+
 TEST_F(EngineTest, ManyMessagesInOrder) {
     constexpr int count = 500;
     for (int i = 0; i < count; ++i) {
