@@ -2,7 +2,9 @@
 // multi-SGE work requests, many QPs at once. The client posts, the server posts receives and owns
 // the target memory; whichever side receives data checks every byte of it against the producer's
 // pattern stream, and the bytes just past it against a marker that must survive.
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -48,13 +50,18 @@ void expect_receive(const Session& s, const WorkCompletion& wc, WcOpcode opcode,
            what + ": completion names another QP");
 }
 
+// Posts `wr` and waits for its completion, which must be a success with `opcode`.
+void complete(Session& s, SendWr& wr, WcOpcode opcode) {
+    post(s, wr);
+    const WorkCompletion wc = wait_one(s);
+    expect(wc.opcode == opcode, g_step + ": wrong send completion opcode");
+}
+
 // The requester's half of one message: fill, let the server post, post, complete.
 void request(Session& s, Oob& oob, SendWr& wr, std::uint32_t seed, WcOpcode completion) {
     fill(s.data() + (wr.sge.addr - s.addr()), wr.sge.length, seed);
     oob.barrier([&] { drive(s); }); // the server is ready
-    post(s, wr);
-    const WorkCompletion wc = wait_one(s);
-    expect(wc.opcode == completion, g_step + ": wrong send completion opcode");
+    complete(s, wr, completion);
     oob.barrier([&] { drive(s); }); // the server has checked
 }
 
@@ -166,6 +173,281 @@ int run_imm(Session& s, Oob& oob, bool server) {
         write_with_imm_before_receive(s, oob, imm, 77);
         std::printf("memif-peer client: SEND_WITH_IMM and WRITE_WITH_IMM 0 B..1 MiB, and after an "
                     "RNR NAK: ok\n");
+    }
+    return 0;
+}
+
+// ---- inline-sge: inline data, gather lists, scatter lists
+// ----------------------------------------
+
+namespace {
+
+// Server memory of the inline-sge mode.
+constexpr std::uint64_t kSgeRecvAt = 1 << 20;  // receives, single or scattered
+constexpr std::uint64_t kSgeWriteAt = 2 << 20; // WRITE target
+constexpr std::uint64_t kSgeReadAt = 3 << 20;  // READ source
+
+// A piece of the session buffer; a list of them is one message, gathered or scattered in order.
+struct Piece {
+    std::uint64_t offset;
+    std::uint32_t length;
+};
+
+std::uint32_t total_length(const std::vector<Piece>& pieces) {
+    std::uint32_t total = 0;
+    for (const Piece& piece : pieces) {
+        total += piece.length;
+    }
+    return total;
+}
+
+std::vector<Sge> sges_of(const Session& s, const std::vector<Piece>& pieces) {
+    std::vector<Sge> sges;
+    for (const Piece& piece : pieces) {
+        sges.push_back({s.addr() + piece.offset, piece.length, s.mr.lkey()});
+    }
+    return sges;
+}
+
+// Odd lengths at scattered, out-of-order offsets: SGE boundaries fall inside packets, and the
+// requester's gather boundaries differ from the responder's scatter boundaries.
+const std::vector<Piece> kGatherSmall = {
+    {0x10003, 1}, {0x30001, 1023}, {0x20007, 3001}, {0x50000, 77}}; // 4102 B, 5 packets
+const std::vector<Piece> kGatherLarge = {
+    {0x60003, 20001}, {0x90001, 30011}, {0x80005, 9}, {0xa0000, 15000}}; // 65021 B, 64 packets
+const std::vector<Piece> kScatterSmall = {
+    {kSgeRecvAt + 5, 100}, {kSgeRecvAt + 0x10001, 2999}, {kSgeRecvAt + 0x20000, 5000}};
+const std::vector<Piece> kScatterLarge = {
+    {kSgeRecvAt + 0x40007, 33333}, {kSgeRecvAt + 0x50003, 1}, {kSgeRecvAt + 0x60000, 40000}};
+// Where the client scatters a READ response (its own buffer); a READ's length is its SGEs' total.
+const std::vector<Piece> kReadScatter = {
+    {(2 << 20) + 1, 7}, {(2 << 20) + 0x10003, 40000}, {(2 << 20) + 0x30000, 15548}}; // 55555 B
+
+// Fills the pieces with consecutive parts of stream `seed`.
+void fill_pieces(Session& s, const std::vector<Piece>& pieces, std::uint32_t seed) {
+    std::size_t from = 0;
+    for (const Piece& piece : pieces) {
+        fill(s.data() + piece.offset, piece.length, seed, from);
+        from += piece.length;
+    }
+}
+
+// Marks the pieces, and kGuard bytes past each, as untouched.
+void clear_pieces(Session& s, const std::vector<Piece>& pieces) {
+    for (const Piece& piece : pieces) {
+        std::memset(s.data() + piece.offset, kUntouched, piece.length + kGuard);
+    }
+}
+
+// The first `length` bytes of the pieces are stream `seed`; everything after them, to kGuard past
+// each piece, is untouched.
+void expect_scattered(const Session& s, const std::vector<Piece>& pieces, std::uint32_t length,
+                      std::uint32_t seed, const std::string& what) {
+    std::uint32_t from = 0;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+        const Piece& piece = pieces[i];
+        const std::uint32_t used = std::min(piece.length, length - from);
+        const std::string where = what + ", piece " + std::to_string(i);
+        expect_filled(s.data() + piece.offset, used, seed, where, from);
+        expect_bytes(s.data() + piece.offset + used, piece.length - used + kGuard, kUntouched,
+                     where + " past the message");
+        from += used;
+    }
+}
+
+// The receive's SGE list is built here and gone when the call returns: the device must have
+// taken its own copy at post time, as ibv_post_recv promises.
+void post_scattered_receive(Session& s, const std::vector<Piece>& pieces) {
+    const std::vector<Sge> sges = sges_of(s, pieces);
+    RecvWr wr;
+    wr.num_sge = static_cast<std::uint8_t>(sges.size());
+    wr.sg_list = sges.data();
+    expect(post_recv(s.qp, &wr, 1) == 1, "post_recv refused");
+}
+
+// Likewise the send's SGE list only lives through the post.
+void post_gathered(Session& s, WrOpcode opcode, const std::vector<Piece>& pieces,
+                   std::uint64_t remote_offset) {
+    const std::vector<Sge> sges = sges_of(s, pieces);
+    SendWr wr;
+    wr.opcode = opcode;
+    wr.flags = send_signaled;
+    wr.num_sge = static_cast<std::uint8_t>(sges.size());
+    wr.sg_list = sges.data();
+    wr.rdma.remote_addr = s.peer.address + remote_offset;
+    wr.rdma.rkey = s.peer.rkey;
+    post(s, wr);
+}
+
+void expect_plain_receive(const Session& s, const WorkCompletion& wc, std::uint32_t byte_len) {
+    expect(wc.opcode == WcOpcode::recv && (wc.flags & (wc_with_imm | wc_with_inv)) == 0,
+           g_step + ": not a plain receive completion");
+    expect(wc.byte_len == byte_len, g_step + ": byte_len " + std::to_string(wc.byte_len) +
+                                        ", not " + std::to_string(byte_len));
+    expect(wc.qpn == s.qp.qpn(), g_step + ": completion names another QP");
+}
+
+// Inline payloads come from ordinary heap memory with no lkey at all, and are overwritten right
+// after the post: the device copied them when it took the WR.
+void inline_request(Session& s, Oob& oob, WrOpcode opcode, const std::vector<std::uint32_t>& parts,
+                    std::uint32_t seed) {
+    std::vector<std::vector<std::uint8_t>> sources;
+    std::vector<Sge> sges;
+    std::size_t from = 0;
+    for (const std::uint32_t length : parts) {
+        sources.emplace_back(length);
+        fill(sources.back().data(), length, seed, from);
+        from += length;
+        sges.push_back({reinterpret_cast<std::uint64_t>(sources.back().data()), length, 0});
+    }
+    oob.barrier([&] { drive(s); }); // the server is ready
+    SendWr wr;
+    wr.opcode = opcode;
+    wr.flags = send_signaled | send_inline;
+    wr.num_sge = static_cast<std::uint8_t>(sges.size());
+    wr.sge = sges.empty() ? Sge{} : sges[0];
+    wr.sg_list = sges.data();
+    wr.rdma.remote_addr = s.peer.address + kSgeWriteAt;
+    wr.rdma.rkey = s.peer.rkey;
+    post(s, wr);
+    for (auto& source : sources) {
+        std::memset(source.data(), 0, source.size());
+    }
+    const WorkCompletion wc = wait_one(s);
+    expect(wc.opcode == (opcode == WrOpcode::send ? WcOpcode::send : WcOpcode::rdma_write),
+           g_step + ": wrong send completion opcode");
+    oob.barrier([&] { drive(s); }); // the server has checked
+}
+
+void serve_inline_send(Session& s, Oob& oob, std::uint32_t length, std::uint32_t seed) {
+    const std::vector<Piece> buffer = {{kSgeRecvAt, kMaxInline}};
+    clear_pieces(s, buffer);
+    post_receive(s, kSgeRecvAt, kMaxInline);
+    oob.barrier([&] { drive(s); });
+    expect_plain_receive(s, wait_one(s), length);
+    expect_scattered(s, buffer, length, seed, g_step);
+    oob.barrier([&] { drive(s); });
+}
+
+// A WRITE's requester completes once the responder has placed it: after the barrier that follows
+// the client's completion, the data is there.
+void serve_write(Session& s, Oob& oob, std::uint32_t length, std::uint32_t seed) {
+    std::memset(s.data() + kSgeWriteAt, kUntouched, length + kGuard);
+    oob.barrier([&] { drive(s); });
+    oob.barrier([&] { drive(s); });
+    expect_filled(s.data() + kSgeWriteAt, length, seed, g_step);
+    expect_bytes(s.data() + kSgeWriteAt + length, kGuard, kUntouched, g_step + ", past its end");
+}
+
+void serve_gathered_send(Session& s, Oob& oob, const std::vector<Piece>& scatter,
+                         std::uint32_t length, std::uint32_t seed) {
+    clear_pieces(s, scatter);
+    post_scattered_receive(s, scatter);
+    oob.barrier([&] { drive(s); });
+    expect_plain_receive(s, wait_one(s), length);
+    expect_scattered(s, scatter, length, seed, g_step);
+    oob.barrier([&] { drive(s); });
+}
+
+void gathered_request(Session& s, Oob& oob, WrOpcode opcode, const std::vector<Piece>& gather,
+                      std::uint32_t seed) {
+    fill_pieces(s, gather, seed);
+    oob.barrier([&] { drive(s); });
+    post_gathered(s, opcode, gather, kSgeWriteAt);
+    const WorkCompletion wc = wait_one(s);
+    expect(wc.opcode == (opcode == WrOpcode::send ? WcOpcode::send : WcOpcode::rdma_write),
+           g_step + ": wrong send completion opcode");
+    oob.barrier([&] { drive(s); });
+}
+
+void serve_read(Session& s, Oob& oob, std::uint32_t length, std::uint32_t seed) {
+    fill(s.data() + kSgeReadAt, length, seed);
+    oob.barrier([&] { drive(s); });
+    oob.barrier([&] { drive(s); });
+}
+
+void scattered_read(Session& s, Oob& oob, std::uint32_t length, std::uint32_t seed) {
+    clear_pieces(s, kReadScatter);
+    oob.barrier([&] { drive(s); });
+    const std::vector<Sge> sges = sges_of(s, kReadScatter);
+    SendWr wr;
+    wr.opcode = WrOpcode::rdma_read;
+    wr.flags = send_signaled;
+    wr.num_sge = static_cast<std::uint8_t>(sges.size());
+    wr.sg_list = sges.data();
+    wr.rdma.remote_addr = s.peer.address + kSgeReadAt;
+    wr.rdma.rkey = s.peer.rkey;
+    complete(s, wr, WcOpcode::rdma_read);
+    expect_scattered(s, kReadScatter, length, seed, g_step);
+    oob.barrier([&] { drive(s); });
+}
+
+} // namespace
+
+int run_inline_sge(Session& s, Oob& oob, bool server) {
+    // Inline: every size up to the QP's max_inline_data, one SGE and several.
+    const std::vector<std::vector<std::uint32_t>> inline_parts = {{0},
+                                                                  {1},
+                                                                  {16},
+                                                                  {63},
+                                                                  {64},
+                                                                  {65},
+                                                                  {200},
+                                                                  {kMaxInline - 1},
+                                                                  {kMaxInline},
+                                                                  {10, 50, 3},
+                                                                  {100, 1, kMaxInline - 101}};
+    std::uint32_t seed = 300;
+    for (const auto& parts : inline_parts) {
+        std::uint32_t length = 0;
+        for (const std::uint32_t part : parts) {
+            length += part;
+        }
+        const std::string shape =
+            size_text(length) + " in " + std::to_string(parts.size()) + " SGE(s)";
+        for (const WrOpcode opcode : {WrOpcode::send, WrOpcode::rdma_write}) {
+            g_step = std::string("inline ") + (opcode == WrOpcode::send ? "SEND" : "WRITE") +
+                     " of " + shape;
+            ++seed;
+            if (!server) {
+                inline_request(s, oob, opcode, parts, seed);
+            } else if (opcode == WrOpcode::send) {
+                serve_inline_send(s, oob, length, seed);
+            } else {
+                serve_write(s, oob, length, seed);
+            }
+        }
+    }
+    // Gather lists on the requester, scatter lists on the responder.
+    const std::pair<const std::vector<Piece>*, const std::vector<Piece>*> messages[] = {
+        {&kGatherSmall, &kScatterSmall}, {&kGatherLarge, &kScatterLarge}};
+    for (const auto& [gather, scatter] : messages) {
+        const std::uint32_t length = total_length(*gather);
+        g_step = "SEND of " + size_text(length) + " gathered from 4 SGEs, scattered into 3";
+        ++seed;
+        if (server) {
+            serve_gathered_send(s, oob, *scatter, length, seed);
+        } else {
+            gathered_request(s, oob, WrOpcode::send, *gather, seed);
+        }
+        g_step = "WRITE of " + size_text(length) + " gathered from 4 SGEs";
+        ++seed;
+        if (server) {
+            serve_write(s, oob, length, seed);
+        } else {
+            gathered_request(s, oob, WrOpcode::rdma_write, *gather, seed);
+        }
+    }
+    const std::uint32_t read_length = total_length(kReadScatter);
+    g_step = "READ of " + size_text(read_length) + " scattered into 3 SGEs";
+    ++seed;
+    if (server) {
+        serve_read(s, oob, read_length, seed);
+        std::printf("memif-peer server: inline and scattered receives checked\n");
+    } else {
+        scattered_read(s, oob, read_length, seed);
+        std::printf("memif-peer client: inline SEND/WRITE 0..%u B, multi-SGE SEND/WRITE/READ: ok\n",
+                    kMaxInline);
     }
     return 0;
 }

@@ -283,10 +283,8 @@ struct Mode {
 };
 
 constexpr Mode kModes[] = {
-    {"verify", run_verify},
-    {"latency", run_latency},
-    {"rate", run_rate},
-    {"imm", run_imm},
+    {"verify", run_verify}, {"latency", run_latency},       {"rate", run_rate},
+    {"imm", run_imm},       {"inline-sge", run_inline_sge},
 };
 
 ModeFn find_mode(const std::string& name) {

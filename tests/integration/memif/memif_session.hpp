@@ -148,5 +148,6 @@ std::uint64_t counter(const Session& s, const std::string& name);
 // Each returns 0 on success and dies otherwise; the client drives, the server serves and checks.
 
 int run_imm(Session& s, Oob& oob, bool server); // memif_data_modes.cpp
+int run_inline_sge(Session& s, Oob& oob, bool server);
 
 } // namespace memif_peer

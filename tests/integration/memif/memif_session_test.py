@@ -59,6 +59,9 @@ class MemifSession(unittest.TestCase):
     def test_imm_send_and_write_with_immediate(self):
         self.check('imm', 'ok')
 
+    def test_inline_sge_inline_data_and_gather_scatter_lists(self):
+        self.check('inline-sge', 'ok')
+
 
 if __name__ == '__main__':
     if not PEER or not os.access(PEER, os.X_OK):
