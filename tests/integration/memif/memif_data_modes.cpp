@@ -452,4 +452,197 @@ int run_inline_sge(Session& s, Oob& oob, bool server) {
     return 0;
 }
 
+// ---- many-qps: sixteen QP pairs on one CQ, traffic in both directions at once -------------------
+
+namespace {
+
+constexpr std::uint32_t kPairs = 16;
+constexpr std::uint64_t kSlot = 64 << 10; // each pair's share of a 1 MiB area
+
+// Each pair moves its own sizes, so data that reached the wrong pair cannot pass for the right.
+// Server memory: receives at 1 MiB, WRITE targets at 2 MiB, READ sources at 3 MiB, reply sources
+// at 0. Client memory: SEND sources at 0, WRITE sources at 1 MiB, READ destinations at 2 MiB,
+// receives of the replies at 3 MiB. Pair i uses slot i of each area.
+std::uint32_t send_size(std::uint32_t i) {
+    return 1000 + 2917 * i;
+}
+std::uint32_t write_size(std::uint32_t i) {
+    return 3000 + 1999 * i;
+}
+std::uint32_t read_size(std::uint32_t i) {
+    return 500 + 3001 * i;
+}
+std::uint32_t reply_size(std::uint32_t i) {
+    return 64 + 777 * i;
+}
+std::uint64_t slot(std::uint64_t area, std::uint32_t i) {
+    return (area << 20) + i * kSlot;
+}
+
+// What each work request is; a wr_id is pair * 4 + op.
+enum PairOp : std::uint32_t { op_send, op_write, op_read, op_reply };
+std::uint32_t seed_of(PairOp op, std::uint32_t pair) {
+    return 100 * (op + 1) + pair;
+}
+
+struct Pairs {
+    std::vector<QueuePair> qps;
+    std::vector<ConnectionDescriptor> peers;
+
+    std::uint32_t index_of(std::uint32_t qpn) const {
+        for (std::uint32_t i = 0; i < qps.size(); ++i) {
+            if (qps[i].qpn() == qpn) {
+                return i;
+            }
+        }
+        die("a completion for QP " + std::to_string(qpn) + ", which is none of the pairs");
+    }
+};
+
+Pairs connect_pairs(Session& s, Oob& oob) {
+    Pairs pairs;
+    for (std::uint32_t i = 0; i < kPairs; ++i) {
+        pairs.qps.push_back(make_qp(s));
+    }
+    for (QueuePair& qp : pairs.qps) {
+        pairs.peers.push_back(connect_qp(s, oob, qp));
+    }
+    oob.barrier([&] { drive(s); }); // every pair is at RTS on both sides
+    return pairs;
+}
+
+void post_pair_receive(Session& s, const Pairs& pairs, std::uint32_t i, std::uint64_t offset,
+                       std::uint64_t wr_id) {
+    std::memset(s.data() + offset, kUntouched, kSlot);
+    RecvWr wr;
+    wr.wr_id = wr_id;
+    wr.num_sge = 1;
+    wr.sge = {s.addr() + offset, static_cast<std::uint32_t>(kSlot - kGuard), s.mr.lkey()};
+    expect(post_recv(pairs.qps[i], &wr, 1) == 1, "post_recv refused");
+}
+
+void post_pair(Session& s, const Pairs& pairs, std::uint32_t i, PairOp op, std::uint64_t local,
+               std::uint32_t length, std::uint64_t remote) {
+    const WrOpcode opcodes[] = {WrOpcode::send, WrOpcode::rdma_write, WrOpcode::rdma_read,
+                                WrOpcode::send};
+    SendWr wr = wr_for(s, opcodes[op], local, length);
+    wr.wr_id = i * 4 + op;
+    // The WRITE completes silently: the SEND behind it on the same QP completes for both.
+    wr.flags = op == op_write ? 0 : send_signaled;
+    wr.rdma.remote_addr = pairs.peers[i].address + remote;
+    wr.rdma.rkey = pairs.peers[i].rkey;
+    expect(post_send(pairs.qps[i], &wr, 1) == 1, "post_send refused");
+}
+
+std::vector<WorkCompletion> wait_all(Session& s, std::size_t count) {
+    std::vector<WorkCompletion> done;
+    std::vector<WorkCompletion> burst(32);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (done.size() < count) {
+        expect(std::chrono::steady_clock::now() < deadline,
+               "timed out with " + std::to_string(done.size()) + " of " + std::to_string(count) +
+                   " completions");
+        const std::uint16_t n = poll_cq(s.cq, burst.data(), 32);
+        done.insert(done.end(), burst.begin(), burst.begin() + n);
+    }
+    return done;
+}
+
+// A receive of pair i: the right QP, the right size, and its data (and, on the server, the WRITE
+// the same QP carried before the SEND, which RC ordering has placed by now).
+void check_pair_receive(Session& s, const Pairs& pairs, std::uint32_t i, const WorkCompletion& wc,
+                        bool server) {
+    const std::string what = "pair " + std::to_string(i) + (server ? " SEND" : " reply");
+    const PairOp op = server ? op_send : op_reply;
+    const std::uint32_t length = server ? send_size(i) : reply_size(i);
+    const std::uint64_t at = slot(server ? 1 : 3, i);
+    expect(wc.opcode == WcOpcode::recv && wc.byte_len == length,
+           what + ": byte_len " + std::to_string(wc.byte_len));
+    expect(wc.src_qpn == pairs.peers[i].qpn, what + ": from another QP");
+    expect_filled(s.data() + at, length, seed_of(op, i), what);
+    expect_bytes(s.data() + at + length, kGuard, kUntouched, what + ", past its end");
+    if (server) {
+        expect_filled(s.data() + slot(2, i), write_size(i), seed_of(op_write, i),
+                      "pair " + std::to_string(i) + " WRITE");
+        expect_bytes(s.data() + slot(2, i) + write_size(i), kGuard, kUntouched,
+                     "pair " + std::to_string(i) + " WRITE, past its end");
+    }
+}
+
+// Every completion: success, on the pair its wr_id names, once each, sends in SQ order.
+void check_pair_completions(Session& s, const Pairs& pairs, bool server,
+                            const std::vector<WorkCompletion>& done) {
+    std::vector<std::uint32_t> seen(kPairs, 0); // bit per PairOp
+    for (const WorkCompletion& wc : done) {
+        expect_status(wc, WcStatus::success, "many QPs");
+        const std::uint32_t i = pairs.index_of(wc.qpn);
+        const auto op = static_cast<PairOp>(wc.wr_id % 4);
+        expect(wc.wr_id / 4 == i,
+               "completion " + std::to_string(wc.wr_id) + " on pair " + std::to_string(i));
+        expect((seen[i] & (1U << op)) == 0, "completion " + std::to_string(wc.wr_id) + " twice");
+        seen[i] |= 1U << op;
+        const bool receive = wc.opcode == WcOpcode::recv;
+        if (receive) {
+            check_pair_receive(s, pairs, i, wc, server);
+        } else if (op == op_read) {
+            expect(wc.opcode == WcOpcode::rdma_read, "pair READ completion opcode");
+            expect((seen[i] & (1U << op_send)) != 0, "pair READ completed before its SEND");
+            expect_filled(s.data() + slot(2, i), read_size(i), seed_of(op_read, i),
+                          "pair " + std::to_string(i) + " READ");
+        } else {
+            expect(wc.opcode == WcOpcode::send, "pair SEND completion opcode");
+        }
+    }
+}
+
+} // namespace
+
+// The client sends, WRITEs and READs on all sixteen pairs while the server SENDs a reply on each.
+int run_many_qps(Session& s, Oob& oob, bool server) {
+    g_step = "connecting " + std::to_string(kPairs) + " QP pairs";
+    Pairs pairs = connect_pairs(s, oob);
+    g_step = std::to_string(kPairs) + " QP pairs at once";
+    for (std::uint32_t i = 0; i < kPairs; ++i) {
+        if (server) {
+            fill(s.data() + slot(3, i), read_size(i), seed_of(op_read, i));
+            fill(s.data() + slot(0, i), reply_size(i), seed_of(op_reply, i));
+            std::memset(s.data() + slot(2, i), kUntouched, kSlot);
+            post_pair_receive(s, pairs, i, slot(1, i), i * 4 + op_send);
+        } else {
+            fill(s.data() + slot(0, i), send_size(i), seed_of(op_send, i));
+            fill(s.data() + slot(1, i), write_size(i), seed_of(op_write, i));
+            std::memset(s.data() + slot(2, i), kUntouched, kSlot);
+            post_pair_receive(s, pairs, i, slot(3, i), i * 4 + op_reply);
+        }
+    }
+    oob.barrier([&] { drive(s); }); // every receive is posted
+    if (server) {
+        for (std::uint32_t i = 0; i < kPairs; ++i) {
+            post_pair(s, pairs, i, op_reply, slot(0, i), reply_size(i), slot(3, i));
+        }
+    } else {
+        // One kind at a time across all pairs, so every pair has work in flight together.
+        for (std::uint32_t i = 0; i < kPairs; ++i) {
+            post_pair(s, pairs, i, op_write, slot(1, i), write_size(i), slot(2, i));
+        }
+        for (std::uint32_t i = 0; i < kPairs; ++i) {
+            post_pair(s, pairs, i, op_send, slot(0, i), send_size(i), slot(1, i));
+        }
+        for (std::uint32_t i = 0; i < kPairs; ++i) {
+            post_pair(s, pairs, i, op_read, slot(2, i), read_size(i), slot(3, i));
+        }
+    }
+    // Server: 16 receives and 16 replies. Client: 16 SENDs, 16 READs, 16 replies received.
+    const std::size_t expected = server ? 2 * kPairs : 3 * kPairs;
+    check_pair_completions(s, pairs, server, wait_all(s, expected));
+    oob.barrier([&] { drive(s); }); // both sides are done before the pairs go
+    if (server) {
+        std::printf("memif-peer server: %u pairs' SENDs and WRITEs checked\n", kPairs);
+    } else {
+        std::printf("memif-peer client: %u QP pairs on one CQ, SEND/WRITE/READ and replies: ok\n",
+                    kPairs);
+    }
+    return 0;
+}
+
 } // namespace memif_peer

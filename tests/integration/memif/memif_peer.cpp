@@ -284,7 +284,7 @@ struct Mode {
 
 constexpr Mode kModes[] = {
     {"verify", run_verify}, {"latency", run_latency},       {"rate", run_rate},
-    {"imm", run_imm},       {"inline-sge", run_inline_sge},
+    {"imm", run_imm},       {"inline-sge", run_inline_sge}, {"many-qps", run_many_qps},
 };
 
 ModeFn find_mode(const std::string& name) {

@@ -62,6 +62,9 @@ class MemifSession(unittest.TestCase):
     def test_inline_sge_inline_data_and_gather_scatter_lists(self):
         self.check('inline-sge', 'ok')
 
+    def test_many_qps_sixteen_pairs_at_once(self):
+        self.check('many-qps', 'ok')
+
 
 if __name__ == '__main__':
     if not PEER or not os.access(PEER, os.X_OK):
