@@ -286,6 +286,9 @@ std::uint32_t qp_send_psn(Device&, void* queue) {
 
 void query_qp(Device&, void* queue, rdma::QpAttr& attr) {
     const auto& qp = *static_cast<const SwroceQp*>(queue);
+    // The engine moves a QP to ERR on its own (an error NAK, retries exhausted, a bad WR).
+    attr.state = qp.state;
+    attr.cur_state = qp.state;
     if (qp.dest_mac) {
         attr.dest_mac = *qp.dest_mac;
     }

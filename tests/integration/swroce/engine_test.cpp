@@ -431,6 +431,27 @@ TEST_F(EngineTest, BadRkeyFailsAtTheRequesterAndLeavesTargetMemoryAlone) {
     }
 }
 
+// A QP the engine moved to error by itself (a NAK here) says so when asked, as ibv_query_qp does,
+// and modify checks transitions from there (found over net_memif: it still said RTS).
+TEST_F(EngineTest, TheQpReportsTheErrorStateTheEngineMovedItTo) {
+    SendWr wr = send_wr(*a_, WrOpcode::rdma_write, 0, 64);
+    wr.rdma.remote_addr = b_->addr();
+    wr.rdma.rkey = b_->mr.rkey() + 1;
+    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    const auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::remote_access_error);
+    EXPECT_EQ(a_->qp.state(), QpState::err);
+    EXPECT_EQ(a_->qp.attributes().state, QpState::err);
+    QpAttr attr;
+    attr.timeout = 12;
+    EXPECT_EQ(a_->qp.modify(attr, qp_attr_timeout).code(), StatusCode::invalid_parameter)
+        << "an RTS-only attribute cannot be changed in ERR";
+    attr.state = QpState::reset;
+    EXPECT_TRUE(a_->qp.modify(attr, qp_attr_state).ok());
+    EXPECT_EQ(a_->qp.state(), QpState::reset);
+}
+
 TEST_F(EngineTest, OutOfBoundsOfAValidRkeyIsARemoteAccessError) {
     const std::uint8_t last_byte = a_->data()[kBufferSize - 1];
     SendWr oob = send_wr(*b_, WrOpcode::rdma_write, 0, 64);
