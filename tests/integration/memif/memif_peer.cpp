@@ -283,8 +283,9 @@ struct Mode {
 };
 
 constexpr Mode kModes[] = {
-    {"verify", run_verify}, {"latency", run_latency},       {"rate", run_rate},
-    {"imm", run_imm},       {"inline-sge", run_inline_sge}, {"many-qps", run_many_qps},
+    {"verify", run_verify},     {"latency", run_latency},       {"rate", run_rate},
+    {"imm", run_imm},           {"inline-sge", run_inline_sge}, {"many-qps", run_many_qps},
+    {"fast-reg", run_fast_reg},
 };
 
 ModeFn find_mode(const std::string& name) {

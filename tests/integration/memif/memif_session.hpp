@@ -150,5 +150,6 @@ std::uint64_t counter(const Session& s, const std::string& name);
 int run_imm(Session& s, Oob& oob, bool server); // memif_data_modes.cpp
 int run_inline_sge(Session& s, Oob& oob, bool server);
 int run_many_qps(Session& s, Oob& oob, bool server);
+int run_fast_reg(Session& s, Oob& oob, bool server); // memif_key_modes.cpp
 
 } // namespace memif_peer

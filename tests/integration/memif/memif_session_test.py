@@ -65,6 +65,9 @@ class MemifSession(unittest.TestCase):
     def test_many_qps_sixteen_pairs_at_once(self):
         self.check('many-qps', 'ok')
 
+    def test_fast_reg_peer_access_then_invalidation(self):
+        self.check('fast-reg', 'ok')
+
 
 if __name__ == '__main__':
     if not PEER or not os.access(PEER, os.X_OK):
