@@ -231,4 +231,129 @@ int run_fast_reg(Session& s, Oob& oob, bool server) {
     return 0;
 }
 
+// ---- errors -------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::uint32_t kServerSeed = 77; // the server's whole buffer: no failed WR may change it
+constexpr std::uint64_t kReadOnlyAt = 3 << 20; // a region registered for remote read only
+constexpr std::uint32_t kReadOnlyLength = 64 << 10;
+constexpr std::uint64_t kLocalAt = 2 << 20; // the client's READ destination / atomic result
+
+enum class KeyKind { whole_buffer, unknown, stale, read_only };
+
+// One request the target must refuse; the status is what IBTA (and rxe) give the requester:
+// remote access error for a key, bounds or access violation, invalid request for an atomic that
+// is not 8-byte aligned (C9-... "naturally aligned").
+struct ErrorCase {
+    const char* name;
+    WrOpcode opcode;
+    KeyKind key;
+    std::uint64_t remote_offset; // into the server's buffer
+    std::uint32_t length;
+    WcStatus status;
+};
+
+constexpr ErrorCase kErrorCases[] = {
+    {"WRITE with an rkey no region has", WrOpcode::rdma_write, KeyKind::unknown, 0, 256,
+     WcStatus::remote_access_error},
+    {"READ with a stale rkey", WrOpcode::rdma_read, KeyKind::stale, 0, 64,
+     WcStatus::remote_access_error},
+    {"WRITE past the end of the region", WrOpcode::rdma_write, KeyKind::whole_buffer, kBuffer - 32,
+     64, WcStatus::remote_access_error},
+    {"READ past the end of the region", WrOpcode::rdma_read, KeyKind::whole_buffer, kBuffer - 8, 64,
+     WcStatus::remote_access_error},
+    {"WRITE to a read-only region", WrOpcode::rdma_write, KeyKind::read_only, kReadOnlyAt, 64,
+     WcStatus::remote_access_error},
+    {"fetch-add on a read-only region", WrOpcode::atomic_fetch_add, KeyKind::read_only, kReadOnlyAt,
+     8, WcStatus::remote_access_error},
+    {"fetch-add at a misaligned address", WrOpcode::atomic_fetch_add, KeyKind::whole_buffer,
+     (1 << 20) + 4, 8, WcStatus::remote_invalid_request_error},
+    {"compare-swap at a misaligned address", WrOpcode::atomic_cmp_swap, KeyKind::whole_buffer,
+     (1 << 20) + 1, 8, WcStatus::remote_invalid_request_error},
+};
+
+std::uint32_t rkey_for(const Session& s, KeyKind kind, std::uint32_t read_only) {
+    switch (kind) {
+    case KeyKind::whole_buffer:
+        return s.peer.rkey;
+    case KeyKind::unknown:
+        return mem::make_key(0xfffff, 1);
+    case KeyKind::stale:
+        return mem::next_key(s.peer.rkey); // the right index, a variant it does not have
+    case KeyKind::read_only:
+        return read_only;
+    }
+    return 0;
+}
+
+// The read-only key is good for what it allows: a READ through it works and returns the data.
+void read_through(Session& s, std::uint32_t rkey) {
+    std::memset(s.data() + kLocalAt, kUntouched, 4096);
+    SendWr read =
+        remote_wr(s, WrOpcode::rdma_read, kLocalAt, 4096, rkey, s.peer.address + kReadOnlyAt);
+    post(s, read);
+    wait_one(s);
+    expect_filled(s.data() + kLocalAt, 4096, kServerSeed, "READ through the read-only key",
+                  kReadOnlyAt);
+}
+
+void error_request(Session& s, const ErrorCase& c, std::uint32_t read_only) {
+    const std::uint32_t rkey = rkey_for(s, c.key, read_only);
+    if (c.key == KeyKind::read_only) {
+        read_through(s, rkey);
+    }
+    const bool writes_locally = c.opcode != WrOpcode::rdma_write;
+    fill(s.data(), c.length, 99);
+    std::memset(s.data() + kLocalAt, kUntouched, c.length);
+    SendWr wr = remote_wr(s, c.opcode, writes_locally ? kLocalAt : 0, c.length, rkey,
+                          s.peer.address + c.remote_offset);
+    if (c.opcode == WrOpcode::atomic_fetch_add || c.opcode == WrOpcode::atomic_cmp_swap) {
+        wr.atomic.remote_addr = s.peer.address + c.remote_offset;
+        wr.atomic.rkey = rkey;
+        wr.atomic.compare_add = pattern(0, kServerSeed); // never matters: nothing executes
+        wr.atomic.swap = 5;
+    }
+    expect_failure(s, wr, c.status, c.name);
+    if (writes_locally) {
+        expect_bytes(s.data() + kLocalAt, c.length, kUntouched,
+                     std::string(c.name) + ": the local buffer");
+    }
+}
+
+} // namespace
+
+int run_errors(Session& s, Oob& oob, bool server) {
+    g_step = "registering a read-only region";
+    MemoryRegionHandle read_only;
+    RemoteKey key;
+    if (server) {
+        fill(s.data(), kBuffer, kServerSeed);
+        read_only = check(s.pd.register_memory(s.data() + kReadOnlyAt, kReadOnlyLength,
+                                               mem::access_from_wsp(mem::WspAccess::read)),
+                          "register_memory read-only");
+        key = {read_only.rkey(), kReadOnlyLength, s.addr() + kReadOnlyAt};
+        oob.send(&key, sizeof(key));
+    } else {
+        key = receive_key(s, oob);
+    }
+    for (const ErrorCase& c : kErrorCases) {
+        g_step = c.name;
+        oob.barrier([&] { drive(s); });
+        if (!server) {
+            error_request(s, c, key.rkey);
+        }
+        oob.barrier([&] { drive(s); });
+        if (server) {
+            expect_filled(s.data(), kBuffer, kServerSeed, std::string(c.name) + ": server memory");
+            std::printf("memif-peer server: after %s the responder QP is %s\n", c.name,
+                        std::string(qp_state_name(s.qp.state())).c_str());
+        }
+        reconnect(s, oob);
+    }
+    std::printf("memif-peer %s: %zu refused requests, target memory intact: ok\n",
+                server ? "server" : "client", std::size(kErrorCases));
+    return 0;
+}
+
 } // namespace memif_peer

@@ -285,7 +285,7 @@ struct Mode {
 constexpr Mode kModes[] = {
     {"verify", run_verify},     {"latency", run_latency},       {"rate", run_rate},
     {"imm", run_imm},           {"inline-sge", run_inline_sge}, {"many-qps", run_many_qps},
-    {"fast-reg", run_fast_reg},
+    {"fast-reg", run_fast_reg}, {"errors", run_errors},
 };
 
 ModeFn find_mode(const std::string& name) {

@@ -151,5 +151,6 @@ int run_imm(Session& s, Oob& oob, bool server); // memif_data_modes.cpp
 int run_inline_sge(Session& s, Oob& oob, bool server);
 int run_many_qps(Session& s, Oob& oob, bool server);
 int run_fast_reg(Session& s, Oob& oob, bool server); // memif_key_modes.cpp
+int run_errors(Session& s, Oob& oob, bool server);
 
 } // namespace memif_peer

@@ -68,6 +68,9 @@ class MemifSession(unittest.TestCase):
     def test_fast_reg_peer_access_then_invalidation(self):
         self.check('fast-reg', 'ok')
 
+    def test_errors_refused_requests_leave_target_memory_alone(self):
+        self.check('errors', 'ok')
+
 
 if __name__ == '__main__':
     if not PEER or not os.access(PEER, os.X_OK):
