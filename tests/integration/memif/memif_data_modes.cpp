@@ -21,14 +21,13 @@ std::string size_text(std::uint32_t size) {
     return std::to_string(size) + " B";
 }
 
-// ---- imm: SEND_WITH_IMM and WRITE_WITH_IMM
-// --------------------------------------------------------
+// ---- imm: SEND_WITH_IMM and WRITE_WITH_IMM ------------------------------------------------------
 
 // Server memory of the imm mode.
 constexpr std::uint64_t kImmRecvAt = 0;        // SEND_WITH_IMM lands here
 constexpr std::uint64_t kImmWriteAt = 2 << 20; // WRITE_WITH_IMM target
-constexpr std::uint64_t kImmSpareRecvAt =
-    (3 << 20) + (1 << 19); // receive a WRITE_WITH_IMM consumes
+// The receive a WRITE_WITH_IMM consumes.
+constexpr std::uint64_t kImmSpareRecvAt = (3 << 20) + (1 << 19);
 
 // Reads differently byte-swapped, so a wrong byte order of the ImmDt header cannot pass.
 std::uint32_t immediate_for(std::uint32_t index) {
@@ -177,8 +176,7 @@ int run_imm(Session& s, Oob& oob, bool server) {
     return 0;
 }
 
-// ---- inline-sge: inline data, gather lists, scatter lists
-// ----------------------------------------
+// ---- inline-sge: inline data, gather lists, scatter lists ---------------------------------------
 
 namespace {
 

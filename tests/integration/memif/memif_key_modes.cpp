@@ -242,9 +242,9 @@ constexpr std::uint64_t kLocalAt = 2 << 20; // the client's READ destination / a
 
 enum class KeyKind { whole_buffer, unknown, stale, read_only };
 
-// One request the target must refuse; the status is what IBTA (and rxe) give the requester:
-// remote access error for a key, bounds or access violation, invalid request for an atomic that
-// is not 8-byte aligned (C9-... "naturally aligned").
+// One request the target must refuse, and the status IBTA gives the requester for it (rxe's too):
+// an rkey, bounds or access violation is NAKed remote access error; an atomic whose address is not
+// 8-byte aligned is NAKed invalid request (rxe: RESPST_ERR_MISALIGNED_ATOMIC).
 struct ErrorCase {
     const char* name;
     WrOpcode opcode;
@@ -311,7 +311,10 @@ void error_request(Session& s, const ErrorCase& c, std::uint32_t read_only) {
     if (c.opcode == WrOpcode::atomic_fetch_add || c.opcode == WrOpcode::atomic_cmp_swap) {
         wr.atomic.remote_addr = s.peer.address + c.remote_offset;
         wr.atomic.rkey = rkey;
-        wr.atomic.compare_add = pattern(0, kServerSeed); // never matters: nothing executes
+        // Compare with what is there, so a compare-swap the target wrongly ran would change it.
+        std::uint8_t current[8];
+        fill(current, 8, kServerSeed, c.remote_offset);
+        std::memcpy(&wr.atomic.compare_add, current, 8);
         wr.atomic.swap = 5;
     }
     expect_failure(s, wr, c.status, c.name);
