@@ -480,7 +480,8 @@ std::uint32_t QueuePair::qpn() const {
     return qp_ != nullptr ? qp_->qpn : 0;
 }
 QpState QueuePair::state() const {
-    return qp_ != nullptr ? qp_->attr.state : QpState::reset;
+    // The driver's word, not the last modify's: a device moves a QP to error by itself.
+    return attributes().state;
 }
 QpAttr QueuePair::attributes() const {
     if (qp_ == nullptr) {
@@ -510,7 +511,7 @@ Status QueuePair::modify(const QpAttr& attr, std::uint32_t mask, std::uint64_t r
             StatusCode::busy,
             strformat("QP %u has a control request pending; poll_control first", qp_->qpn));
     }
-    const QpState from = qp_->attr.state;
+    const QpState from = state();
     if ((mask & qp_attr_cur_state) != 0 && attr.cur_state != from) {
         return Error(StatusCode::invalid_parameter,
                      strformat("cur_state says %s but QP %u is %s",

@@ -89,7 +89,7 @@ Result<rdma::driver::QpCreated> create_qp(Device& device, const rdma::driver::Qp
     qp->queue_group = init.queue_group;
     qp->caps = init.caps;
     qp->signal_all = init.signal_all;
-    qp->receive_queue = WorkRing<rdma::RecvWr>(init.caps.max_recv_wr);
+    qp->receive_queue = WorkRing<RecvWqe>(init.caps.max_recv_wr);
     qp->send_queue = WorkRing<SendWqe>(init.caps.max_send_wr);
     rdma::driver::QpCreated created{qp.get(), qp->qpn};
     *slot = std::move(qp);
@@ -286,6 +286,9 @@ std::uint32_t qp_send_psn(Device&, void* queue) {
 
 void query_qp(Device&, void* queue, rdma::QpAttr& attr) {
     const auto& qp = *static_cast<const SwroceQp*>(queue);
+    // The engine moves a QP to ERR on its own (an error NAK, retries exhausted, a bad WR).
+    attr.state = qp.state;
+    attr.cur_state = qp.state;
     if (qp.dest_mac) {
         attr.dest_mac = *qp.dest_mac;
     }

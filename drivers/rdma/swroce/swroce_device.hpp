@@ -37,7 +37,16 @@ struct SwroceCq {
 };
 
 inline constexpr std::uint32_t max_send_sge = 16;
+inline constexpr std::uint32_t max_recv_sge = 16;
 inline constexpr std::uint32_t max_inline_data = 256;
+
+// A receive-queue entry: the WR's id and its own copy of the SGEs, taken at post time (the
+// caller's sg_list is only valid during the post, as ibv_post_recv's is).
+struct RecvWqe {
+    std::uint64_t wr_id = 0;
+    std::uint32_t num_sge = 0;
+    std::array<rdma::Sge, max_recv_sge> sges{};
+};
 
 // A send-queue entry: the WR with what must outlive the post (its SGEs, its inline payload) and
 // the requester's progress on it.
@@ -109,7 +118,7 @@ struct SwroceQp {
     rdma::QpState state = rdma::QpState::reset;
     rdma::QpAttr attr{};
     std::optional<MacAddress> dest_mac;
-    WorkRing<rdma::RecvWr> receive_queue;
+    WorkRing<RecvWqe> receive_queue;
     WorkRing<SendWqe> send_queue;
     std::uint32_t send_psn = 0;            // next PSN to assign to a new message
     std::uint32_t send_offset = 0;         // WQEs from the head already fully transmitted
@@ -124,7 +133,8 @@ struct SwroceQp {
     std::uint32_t recv_offset = 0; // bytes of the current SEND placed in the receive WQE
     const mem::KeyEntry* write_entry = nullptr; // the checked rkey of the WRITE in progress
     std::uint64_t write_va = 0;
-    std::uint32_t write_length = 0;
+    std::uint32_t write_length = 0;     // bytes of it still to come
+    std::uint32_t write_dma_length = 0; // its RETH length: a WRITE_WITH_IMM's byte_len
     std::array<ResponderResource, max_responder_resources> resources{};
     std::uint32_t next_resource = 0; // round-robin slot for the next READ/atomic
     bool nak_sent = false;           // one sequence NAK per gap

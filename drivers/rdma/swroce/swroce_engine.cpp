@@ -450,12 +450,12 @@ void complete_receive(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint32_
 
 // Scatters a SEND payload into the head receive WQE; false on a local length/protection error.
 bool scatter(SwroceQp& qp, std::span<const std::uint8_t> payload) noexcept {
-    const rdma::RecvWr& wr = qp.receive_queue.front();
-    const rdma::Sge* sges = wr.sges();
+    const RecvWqe& wqe = qp.receive_queue.front();
+    const rdma::Sge* sges = wqe.sges.data();
     const mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
     std::uint32_t skip = qp.recv_offset;
     std::size_t done = 0;
-    for (std::uint32_t i = 0; i < wr.num_sge && done < payload.size(); ++i) {
+    for (std::uint32_t i = 0; i < wqe.num_sge && done < payload.size(); ++i) {
         const rdma::Sge& sge = sges[i];
         if (skip >= sge.length) {
             skip -= sge.length;
@@ -631,9 +631,17 @@ void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
             qp.write_entry = entry;
             qp.write_va = frame.reth.va;
             qp.write_length = frame.reth.dma_length;
+            qp.write_dma_length = frame.reth.dma_length;
         }
         if (qp.write_entry == nullptr || frame.payload.size() > qp.write_length) {
             queue_nak(qp, roce::NakCode::invalid_request, psn);
+            return;
+        }
+        // WRITE_WITH_IMM consumes a receive with its last packet. Without one, NAK before placing
+        // anything: the resent packet must find the WRITE exactly where this one left it.
+        if (last && frame.has(roce::ExtHeader::immdt) && qp.receive_queue.empty()) {
+            queue_ack(qp, psn, roce::rnr_nak_syndrome(qp.attr.min_rnr_timer));
+            ++qp.device->counters_of(qp).naks_sent;
             return;
         }
         place(*qp.write_entry, qp.write_va, frame.payload.data(),
@@ -642,13 +650,8 @@ void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
         qp.write_length -= static_cast<std::uint32_t>(frame.payload.size());
         if (last) {
             if (frame.has(roce::ExtHeader::immdt)) {
-                if (qp.receive_queue.empty()) {
-                    queue_ack(qp, psn, roce::rnr_nak_syndrome(qp.attr.min_rnr_timer));
-                    return;
-                }
-                complete_receive(qp, frame,
-                                 first ? frame.reth.dma_length
-                                       : static_cast<std::uint32_t>(frame.payload.size()),
+                // byte_len is the whole WRITE's length (IBTA), not this packet's payload.
+                complete_receive(qp, frame, qp.write_dma_length,
                                  rdma::WcOpcode::recv_rdma_with_imm);
             }
             qp.write_entry = nullptr;

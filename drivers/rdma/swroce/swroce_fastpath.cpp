@@ -1,5 +1,6 @@
 // swroce's fast-path entry points: posts queue work and ring the requester; a CQ poll drives its
 // queue group (swroce_engine.cpp) and returns completions.
+#include <algorithm>
 #include <cstring>
 
 #include <prdma/compiler.hpp>
@@ -21,11 +22,14 @@ std::uint16_t swroce_post_recv(void* queue, const rdma::RecvWr* wrs, std::uint16
             qp.post_error = StatusCode::no_resources;
             break;
         }
-        if (PRDMA_UNLIKELY(wr.num_sge > qp.caps.max_recv_sge)) {
+        if (PRDMA_UNLIKELY(wr.num_sge > qp.caps.max_recv_sge || wr.num_sge > max_recv_sge)) {
             qp.post_error = StatusCode::invalid_parameter;
             break;
         }
-        qp.receive_queue.push_slot() = wr;
+        RecvWqe& wqe = qp.receive_queue.push_slot();
+        wqe.wr_id = wr.wr_id;
+        wqe.num_sge = wr.num_sge;
+        std::copy_n(wr.sges(), wr.num_sge, wqe.sges.begin());
     }
     if (qp.state == rdma::QpState::err) {
         flush_queues(qp); // IBTA: WRs posted to a QP in error complete with flush errors

@@ -1,52 +1,26 @@
 // One side of a two-process swroce session over net_memif (run by memif_session_test.py):
-//   swroce-memif-peer --role server|client --socket PATH --oob-port N --mode verify|latency|rate
+//   swroce-memif-peer --role server|client --socket PATH --oob-port N --mode MODE --core N
 // Each side starts its own EAL with a memif port and a swroce device on it, exchanges connection
 // descriptors over TCP on 127.0.0.1, connects an RC QP and runs the mode. Both sides pass a
 // barrier before closing their ports: DPDK 22.11's memif can crash the survivor when its peer
 // disconnects mid-burst.
+//
+// Modes: verify (every opcode and size), latency and rate (benchmarks, bench/memif-session), and
+// the conformance modes of memif_data_modes.cpp and memif_key_modes.cpp.
 #include <algorithm>
-#include <arpa/inet.h>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <optional>
 #include <string>
-#include <sys/socket.h>
 #include <unistd.h>
 #include <vector>
 
 #include <prdma/eal.hpp>
-#include <prdma/mem/dma_memory.hpp>
-#include <prdma/rdmadev/fastpath.hpp>
-#include <prdma/rdmadev/rdmadev.hpp>
 
+#include "memif_session.hpp"
+
+namespace memif_peer {
 namespace {
-
-using namespace prdma;
-using namespace prdma::rdma;
-
-// The session's context, so a failure can say what the device counted.
-const Context* g_context = nullptr;
-std::string g_step = "setup"; // what the session was doing, for failure messages
-
-[[noreturn]] void die(const std::string& what) {
-    std::fprintf(stderr, "memif-peer: %s (during %s)\n", what.c_str(), g_step.c_str());
-    if (g_context != nullptr) {
-        if (auto stats = g_context->query_stats(); stats.ok()) {
-            for (const Counter& counter : stats.value()) {
-                if (counter.value != 0) {
-                    std::fprintf(stderr, "  %s=%llu\n", counter.name.c_str(),
-                                 static_cast<unsigned long long>(counter.value));
-                }
-            }
-        }
-    }
-    std::fflush(stderr);
-    std::_Exit(1);
-}
 
 struct Options {
     bool server = true;
@@ -76,201 +50,9 @@ Options parse(int argc, char** argv) {
         }
     }
     if (o.socket_path.empty() || o.oob_port == 0) {
-        die("usage: --role server|client --socket PATH --oob-port N [--mode verify|latency|rate]");
+        die("usage: --role server|client --socket PATH --oob-port N [--mode MODE]");
     }
     return o;
-}
-
-// Out-of-band channel: one TCP connection on loopback, blocking (control path only).
-class Oob {
-public:
-    Oob(bool server, int port) {
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_port = htons(static_cast<std::uint16_t>(port));
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (server) {
-            const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-            const int one = 1;
-            ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-            if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-                ::listen(listener, 1) != 0) {
-                die("oob listen failed");
-            }
-            fd_ = ::accept(listener, nullptr, nullptr);
-            ::close(listener);
-        } else {
-            for (int attempt = 0; attempt < 200; ++attempt) {
-                fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-                if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-                    break;
-                }
-                ::close(fd_);
-                fd_ = -1;
-                ::usleep(50'000);
-            }
-        }
-        if (fd_ < 0) {
-            die("oob connect failed");
-        }
-    }
-    ~Oob() {
-        if (fd_ >= 0) {
-            ::close(fd_);
-        }
-    }
-    Oob(const Oob&) = delete;
-    Oob& operator=(const Oob&) = delete;
-    void send(const void* data, std::size_t n) {
-        if (::write(fd_, data, n) != static_cast<ssize_t>(n)) {
-            die("oob write failed");
-        }
-    }
-    void receive(void* data, std::size_t n) {
-        auto* out = static_cast<char*>(data);
-        for (std::size_t got = 0; got < n;) {
-            const ssize_t r = ::read(fd_, out + got, n - got);
-            if (r <= 0) {
-                die("oob read failed");
-            }
-            got += static_cast<std::size_t>(r);
-        }
-    }
-    // Waits for the peer while `progress` keeps this side's device running: a one-sided READ or
-    // WRITE from the peer still needs our engine to answer it.
-    template <typename Progress>
-    void barrier(Progress&& progress) {
-        char token = 'b';
-        send(&token, 1);
-        for (;;) {
-            const ssize_t r = ::recv(fd_, &token, 1, MSG_DONTWAIT);
-            if (r == 1) {
-                return;
-            }
-            if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
-                die("oob barrier failed");
-            }
-            progress();
-        }
-    }
-
-private:
-    int fd_ = -1;
-};
-
-constexpr std::size_t kBuffer = 4 << 20;
-
-struct Session {
-    Mtu mtu = Mtu::mtu_1024; // the port's active MTU
-    Context context;
-    ProtectionDomain pd;
-    CompletionQueue cq;
-    QueuePair qp;
-    mem::DmaBuffer buffer;
-    MemoryRegionHandle mr;
-    ConnectionDescriptor peer{};
-    std::uint8_t* data() const { return static_cast<std::uint8_t*>(buffer.data()); }
-    std::uint64_t addr() const { return reinterpret_cast<std::uint64_t>(buffer.data()); }
-};
-
-template <typename T>
-T check(Result<T> result, const char* what) {
-    if (!result) {
-        die(std::string(what) + ": " + result.error().to_string());
-    }
-    return std::move(result.value());
-}
-
-void check(Status status, const char* what) {
-    if (!status.ok()) {
-        die(std::string(what) + ": " + status.error().to_string());
-    }
-}
-
-// Runs the device without taking completions (a zero-count poll drives the queue group).
-void drive(Session& s) {
-    (void)poll_cq(s.cq, nullptr, 0);
-}
-
-WorkCompletion wait_one(Session& s) {
-    WorkCompletion wc;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (poll_cq(s.cq, &wc, 1) == 0) {
-        if (std::chrono::steady_clock::now() > deadline) {
-            die("timed out waiting for a completion");
-        }
-    }
-    if (wc.status != WcStatus::success) {
-        die("completion " + std::to_string(wc.wr_id) +
-            " failed: " + std::string(wc_status_name(wc.status)));
-    }
-    return wc;
-}
-
-void post(Session& s, SendWr& wr) {
-    if (post_send(s.qp, &wr, 1) != 1) {
-        die("post_send refused");
-    }
-}
-
-void post_receive(Session& s, std::uint64_t offset, std::uint32_t length) {
-    RecvWr wr;
-    wr.num_sge = 1;
-    wr.sge = {s.addr() + offset, length, s.mr.lkey()};
-    if (post_recv(s.qp, &wr, 1) != 1) {
-        die("post_recv refused");
-    }
-}
-
-SendWr wr_for(Session& s, WrOpcode op, std::uint64_t offset, std::uint32_t length) {
-    SendWr wr;
-    wr.opcode = op;
-    wr.flags = send_signaled;
-    wr.num_sge = 1;
-    wr.sge = {s.addr() + offset, length, s.mr.lkey()};
-    return wr;
-}
-
-std::uint8_t pattern(std::size_t i, std::uint32_t seed) {
-    return static_cast<std::uint8_t>((i * 131 + seed * 7 + (i >> 8)) & 0xff);
-}
-
-void connect(Session& s, Oob& oob, bool server) {
-    ConnectionDescriptor mine;
-    std::uint32_t length = sizeof(mine);
-    check(s.qp.export_connection(&s.mr, &mine, &length), "export_connection");
-    oob.send(&mine, sizeof(mine));
-    oob.receive(&s.peer, sizeof(s.peer));
-    QpAttr attr;
-    attr.state = QpState::init;
-    attr.port = 1;
-    attr.access = mem::access_remote_write | mem::access_remote_read | mem::access_remote_atomic;
-    check(s.qp.modify(attr, qp_attr_state | qp_attr_port | qp_attr_access_flags), "to INIT");
-    QpAttr rtr;
-    rtr.state = QpState::rtr;
-    rtr.path_mtu = s.mtu; // what the port carries (memif: 1500-byte frames -> 1024)
-    rtr.dest_gid = s.peer.gid;
-    std::array<std::uint8_t, 6> mac{};
-    std::memcpy(mac.data(), s.peer.mac, 6);
-    rtr.dest_mac = mac;
-    rtr.dest_qpn = s.peer.qpn;
-    rtr.rq_psn = s.peer.psn;
-    rtr.max_dest_rd_atomic = 16;
-    rtr.min_rnr_timer = 1;
-    check(s.qp.modify(rtr, qp_attr_state | qp_attr_path_mtu | qp_attr_dest | qp_attr_dest_qpn |
-                               qp_attr_rq_psn | qp_attr_max_dest_rd_atomic | qp_attr_min_rnr_timer),
-          "to RTR");
-    QpAttr rts;
-    rts.state = QpState::rts;
-    rts.sq_psn = mine.psn;
-    rts.timeout = 14;
-    rts.retry_cnt = 7;
-    rts.rnr_retry = 7;
-    rts.max_rd_atomic = 16;
-    check(s.qp.modify(rts, qp_attr_state | qp_attr_sq_psn | qp_attr_timeout | qp_attr_retry_cnt |
-                               qp_attr_rnr_retry | qp_attr_max_rd_atomic),
-          "to RTS");
-    (void)server;
 }
 
 // Client drives, server serves; every byte is checked on the side that receives it.
@@ -493,10 +275,31 @@ int run_rate(Session& s, Oob& oob, bool server) {
     return 0;
 }
 
-} // namespace
+using ModeFn = int (*)(Session&, Oob&, bool);
 
-int main(int argc, char** argv) {
+struct Mode {
+    const char* name;
+    ModeFn run;
+};
+
+constexpr Mode kModes[] = {
+    {"verify", run_verify},     {"latency", run_latency},       {"rate", run_rate},
+    {"imm", run_imm},           {"inline-sge", run_inline_sge}, {"many-qps", run_many_qps},
+    {"fast-reg", run_fast_reg}, {"errors", run_errors},
+};
+
+ModeFn find_mode(const std::string& name) {
+    for (const Mode& mode : kModes) {
+        if (name == mode.name) {
+            return mode.run;
+        }
+    }
+    die("unknown mode " + name);
+}
+
+int run(int argc, char** argv) {
     const Options options = parse(argc, argv);
+    const ModeFn mode = find_mode(options.mode);
     const std::string ip = options.server ? "10.0.0.1" : "10.0.0.2";
     EalOptions eal_options;
     eal_options.program_name = "swroce-memif-peer";
@@ -521,14 +324,7 @@ int main(int argc, char** argv) {
     g_context = &s.context;
     s.pd = check(s.context.alloc_pd(), "alloc_pd");
     s.cq = check(s.context.create_cq(8192), "create_cq");
-    QpInitAttr init;
-    init.pd = &s.pd;
-    init.send_cq = &s.cq;
-    init.recv_cq = &s.cq;
-    init.caps.max_send_wr = 1024;
-    init.caps.max_recv_wr = 1024;
-    init.caps.max_inline_data = 64;
-    s.qp = check(s.context.create_qp(init), "create_qp");
+    s.qp = make_qp(s);
     s.mr = check(s.pd.register_memory(s.buffer.data(), kBuffer,
                                       mem::access_local_write | mem::access_remote_write |
                                           mem::access_remote_read | mem::access_remote_atomic),
@@ -550,19 +346,11 @@ int main(int argc, char** argv) {
         ::usleep(10'000);
     }
     Oob oob(options.server, options.oob_port);
-    connect(s, oob, options.server);
+    connect(s, oob);
     oob.barrier([&] { drive(s); });
-    int rc = 0;
-    if (options.mode == "verify") {
-        rc = run_verify(s, oob, options.server);
-    } else if (options.mode == "latency") {
-        rc = run_latency(s, oob, options.server);
-    } else if (options.mode == "rate") {
-        rc = run_rate(s, oob, options.server);
-    } else {
-        die("unknown mode " + options.mode);
-    }
+    const int rc = mode(s, oob, options.server);
     // Traffic has stopped on both sides; only now may either close its port.
+    g_step = "closing";
     oob.barrier([&] { drive(s); });
     s.qp = QueuePair{};
     s.mr = MemoryRegionHandle{};
@@ -570,4 +358,11 @@ int main(int argc, char** argv) {
     s.pd = ProtectionDomain{};
     std::fflush(stdout);
     return rc;
+}
+
+} // namespace
+} // namespace memif_peer
+
+int main(int argc, char** argv) {
+    return memif_peer::run(argc, argv);
 }

@@ -56,6 +56,21 @@ class MemifSession(unittest.TestCase):
     def test_verify_every_opcode_and_size(self):
         self.check('verify', 'ok')
 
+    def test_imm_send_and_write_with_immediate(self):
+        self.check('imm', 'ok')
+
+    def test_inline_sge_inline_data_and_gather_scatter_lists(self):
+        self.check('inline-sge', 'ok')
+
+    def test_many_qps_sixteen_pairs_at_once(self):
+        self.check('many-qps', 'ok')
+
+    def test_fast_reg_peer_access_then_invalidation(self):
+        self.check('fast-reg', 'ok')
+
+    def test_errors_refused_requests_leave_target_memory_alone(self):
+        self.check('errors', 'ok')
+
 
 if __name__ == '__main__':
     if not PEER or not os.access(PEER, os.X_OK):

@@ -267,6 +267,50 @@ TEST_F(EngineTest, WriteAndWriteWithImmediate) {
     EXPECT_EQ(std::memcmp(a_->data(), b_->data() + 512 * 1024, 4096), 0);
 }
 
+// The receive completion of a WRITE_WITH_IMM reports the whole WRITE (the RETH's DMA length), not
+// the payload of its last packet.
+TEST_F(EngineTest, WriteWithImmediateAcrossPacketsReportsTheWholeLength) {
+    constexpr std::uint32_t length = 10000; // 10 packets at MTU 1024
+    fill(*a_, 0, length, 13);
+    post_receive(*b_, 9, 0, 0);
+    SendWr imm = send_wr(*a_, WrOpcode::rdma_write_with_imm, 0, length);
+    imm.rdma.remote_addr = b_->addr() + 65536;
+    imm.rdma.rkey = b_->mr.rkey();
+    imm.imm_or_invalidate = 0x01020304;
+    ASSERT_EQ(post_send(a_->qp, &imm, 1), 1);
+    ASSERT_EQ(wait(*a_, 1).size(), 1U);
+    const auto received = wait(*b_, 1);
+    ASSERT_EQ(received.size(), 1U);
+    EXPECT_EQ(received[0].status, WcStatus::success) << wc_status_name(received[0].status);
+    EXPECT_EQ(received[0].opcode, WcOpcode::recv_rdma_with_imm);
+    EXPECT_EQ(received[0].byte_len, length);
+    EXPECT_EQ(received[0].imm_or_invalidated, 0x01020304U);
+    EXPECT_EQ(std::memcmp(a_->data(), b_->data() + 65536, length), 0);
+}
+
+// No receive for a multi-packet WRITE_WITH_IMM: its last packet is RNR-NAKed and resent, and the
+// resent packet completes the WRITE once a receive is there (found over net_memif).
+TEST_F(EngineTest, WriteWithImmediateWaitsForAReceiveThroughRnr) {
+    constexpr std::uint32_t length = 5000;
+    fill(*a_, 0, length, 17);
+    SendWr imm = send_wr(*a_, WrOpcode::rdma_write_with_imm, 0, length);
+    imm.rdma.remote_addr = b_->addr() + 65536;
+    imm.rdma.rkey = b_->mr.rkey();
+    imm.imm_or_invalidate = 5;
+    ASSERT_EQ(post_send(a_->qp, &imm, 1), 1);
+    EXPECT_TRUE(wait(*a_, 1, std::chrono::milliseconds(200)).empty())
+        << "no receive posted: RNR NAKs, nothing completes";
+    post_receive(*b_, 4, 0, 0);
+    const auto sent = wait(*a_, 1);
+    ASSERT_EQ(sent.size(), 1U);
+    EXPECT_EQ(sent[0].status, WcStatus::success) << wc_status_name(sent[0].status);
+    const auto received = wait(*b_, 1);
+    ASSERT_EQ(received.size(), 1U);
+    EXPECT_EQ(received[0].status, WcStatus::success) << wc_status_name(received[0].status);
+    EXPECT_EQ(received[0].byte_len, length);
+    EXPECT_EQ(std::memcmp(a_->data(), b_->data() + 65536, length), 0);
+}
+
 TEST_F(EngineTest, InlineAndMultiSgeAndUnsignaled) {
     fill(*a_, 0, 300, 5);
     post_receive(*b_, 1, 8192, 512);
@@ -298,6 +342,33 @@ TEST_F(EngineTest, InlineAndMultiSgeAndUnsignaled) {
     EXPECT_EQ(std::memcmp(b_->data() + 16384, a_->data() + 100, 50), 0);
     EXPECT_EQ(std::memcmp(b_->data() + 16384 + 50, a_->data() + 200, 60), 0);
     EXPECT_EQ(std::memcmp(b_->data() + 16384 + 110, a_->data() + 150, 50), 0);
+}
+
+// A receive's SGE list belongs to the caller only during the post (ibv_post_recv): the device
+// scatters by its own copy, whatever the caller does with the array afterwards (found over
+// net_memif, where the list was a vector gone before the SEND arrived).
+TEST_F(EngineTest, ReceiveScattersByItsOwnCopyOfTheSgeList) {
+    constexpr std::uint32_t length = 3000; // three packets, SGE boundaries inside them
+    fill(*a_, 0, length, 23);
+    std::array<Sge, 3> sges{Sge{b_->addr() + 100, 700, b_->mr.lkey()},
+                            Sge{b_->addr() + 8192 + 3, 1500, b_->mr.lkey()},
+                            Sge{b_->addr() + 16384, 4096, b_->mr.lkey()}};
+    RecvWr recv;
+    recv.wr_id = 11;
+    recv.num_sge = 3;
+    recv.sg_list = sges.data();
+    ASSERT_EQ(post_recv(b_->qp, &recv, 1), 1);
+    sges.fill(Sge{b_->addr() + 65536, 1, 0}); // the caller reuses its array
+    SendWr send = send_wr(*a_, WrOpcode::send, 0, length);
+    ASSERT_EQ(post_send(a_->qp, &send, 1), 1);
+    ASSERT_EQ(wait(*a_, 1).size(), 1U);
+    const auto received = wait(*b_, 1);
+    ASSERT_EQ(received.size(), 1U);
+    EXPECT_EQ(received[0].status, WcStatus::success) << wc_status_name(received[0].status);
+    EXPECT_EQ(received[0].byte_len, length);
+    EXPECT_EQ(std::memcmp(b_->data() + 100, a_->data(), 700), 0);
+    EXPECT_EQ(std::memcmp(b_->data() + 8192 + 3, a_->data() + 700, 1500), 0);
+    EXPECT_EQ(std::memcmp(b_->data() + 16384, a_->data() + 2200, 800), 0);
 }
 
 TEST_F(EngineTest, ManyMessagesInOrder) {
@@ -358,6 +429,27 @@ TEST_F(EngineTest, BadRkeyFailsAtTheRequesterAndLeavesTargetMemoryAlone) {
     for (int i = 0; i < 4096; ++i) {
         ASSERT_EQ(b_->data()[i], 0x5a) << i;
     }
+}
+
+// A QP the engine moved to error by itself (a NAK here) says so when asked, as ibv_query_qp does,
+// and modify checks transitions from there (found over net_memif: it still said RTS).
+TEST_F(EngineTest, TheQpReportsTheErrorStateTheEngineMovedItTo) {
+    SendWr wr = send_wr(*a_, WrOpcode::rdma_write, 0, 64);
+    wr.rdma.remote_addr = b_->addr();
+    wr.rdma.rkey = b_->mr.rkey() + 1;
+    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    const auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::remote_access_error);
+    EXPECT_EQ(a_->qp.state(), QpState::err);
+    EXPECT_EQ(a_->qp.attributes().state, QpState::err);
+    QpAttr attr;
+    attr.timeout = 12;
+    EXPECT_EQ(a_->qp.modify(attr, qp_attr_timeout).code(), StatusCode::invalid_parameter)
+        << "an RTS-only attribute cannot be changed in ERR";
+    attr.state = QpState::reset;
+    EXPECT_TRUE(a_->qp.modify(attr, qp_attr_state).ok());
+    EXPECT_EQ(a_->qp.state(), QpState::reset);
 }
 
 TEST_F(EngineTest, OutOfBoundsOfAValidRkeyIsARemoteAccessError) {
