@@ -114,17 +114,40 @@ std::uint32_t page_size() {
     return page > 0 ? static_cast<std::uint32_t>(page) : 4096;
 }
 
+void print_counters(const PerfSession& session) {
+    auto counters = session.context().query_stats();
+    if (!counters) {
+        return;
+    }
+    for (const rdma::Counter& counter : counters.value()) {
+        if (counter.value != 0) {
+            std::fprintf(stderr, "  %s=%llu\n", counter.name.c_str(),
+                         static_cast<unsigned long long>(counter.value));
+        }
+    }
+}
+
+Status run_test(const PerfOptions& o, PerfSession& session);
+
 // One run, from the device to the last line. Returns what main returns.
 Status run(const PerfOptions& o) {
-    const bool client = o.server.has_value();
-    const Verb verb = o.test.verb;
-    const bool latency = o.test.kind == Kind::latency;
-    const Printer print(o);
     auto opened = PerfSession::open(o);
     if (!opened) {
         return opened.error();
     }
     PerfSession& session = opened.value();
+    Status status = run_test(o, session);
+    if (o.stats) {
+        print_counters(session);
+    }
+    return status;
+}
+
+Status run_test(const PerfOptions& o, PerfSession& session) {
+    const bool client = o.server.has_value();
+    const Verb verb = o.test.verb;
+    const bool latency = o.test.kind == Kind::latency;
+    const Printer print(o);
 
     if (!client) {
         print.text("\n************************************\n* Waiting for client to connect... "

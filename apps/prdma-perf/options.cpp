@@ -24,7 +24,7 @@ constexpr OptionSpec option_specs[] = {
     {'o', "outs", true},        {'c', "connection", true},  {'d', "ib-dev", true},
     {'i', "ib-port", true},     {'u', "qp-timeout", true},  {'h', "help", false},
     {'V', "version", false},    {0, "dev", true},           {0, "json", false},
-    {0, "sizes", true},
+    {0, "sizes", true},         {0, "stats", false},
 };
 
 const OptionSpec* find_short(char name) {
@@ -309,6 +309,8 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
             o.device = v;
         } else if (name == "json") {
             o.json = true;
+        } else if (name == "stats") {
+            o.stats = true;
         } else if (name == "sizes") {
             std::size_t start = 0;
             while (start <= v.size()) {
@@ -405,6 +407,7 @@ std::string usage(TestId test) {
            "      --dev=<name>         same as -d\n"
            "      --sizes=<a,b,...>    a list of sizes\n"
            "      --json               one JSON object per result line on stdout\n"
+           "      --stats              the device's counters on stderr at the end\n"
            "  -h, --help, -V, --version\n"
            "\nWithout EAL options each side makes a net_memif port (server role on the side\n"
            "without a host name) and an rdma_swroce device on it, on its own core.\n";

@@ -55,6 +55,7 @@ struct PerfOptions {
     std::uint8_t qp_timeout = 14; // -u
     std::string device;           // --dev / -d
     bool json = false;            // --json
+    bool stats = false;           // --stats: the device counters on stderr at the end
     bool help = false;
     bool version = false;
 };

@@ -20,6 +20,10 @@ namespace prdma::swroce {
 
 SwroceDevice::~SwroceDevice() {
     for (const auto& group : groups) {
+        for (std::uint16_t i = 0; i < group->tx_backlog_count; ++i) {
+            rte_pktmbuf_free(group->tx_backlog[i]); // frames that never went out
+        }
+        group->tx_backlog_count = 0;
         if (group->handover != nullptr) {
             // Frames still in a ring go back to their pools before the port (and pools) close.
             rte_mbuf* mbuf = nullptr;

@@ -311,6 +311,7 @@ void append_counters(const std::string& prefix, const SwroceCounters& c,
         {"retransmissions", c.retransmissions},
         {"tx_no_mbuf", c.tx_no_mbuf},
         {"tx_dropped", c.tx_dropped},
+        {"tx_deferred", c.tx_deferred},
         {"steering_misses", c.steering_misses},
         {"handover_dropped", c.handover_dropped},
         {"arp_requests_sent", c.arp_requests_sent},
@@ -337,6 +338,7 @@ SwroceCounters& operator+=(SwroceCounters& sum, const SwroceCounters& g) {
     sum.retransmissions += g.retransmissions;
     sum.tx_no_mbuf += g.tx_no_mbuf;
     sum.tx_dropped += g.tx_dropped;
+    sum.tx_deferred += g.tx_deferred;
     sum.steering_misses += g.steering_misses;
     sum.handover_dropped += g.handover_dropped;
     sum.arp_requests_sent += g.arp_requests_sent;

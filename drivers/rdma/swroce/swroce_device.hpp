@@ -176,7 +176,8 @@ struct SwroceCounters {
     std::uint64_t arp_failed = 0;
     std::array<std::uint64_t, 8> arp_errors{}; // by ArpError
     std::uint64_t rx_not_handled = 0;          // frames neither ARP nor RoCE
-    std::uint64_t tx_dropped = 0;              // frames the port did not take
+    std::uint64_t tx_dropped = 0;              // frames the port did not take, lost
+    std::uint64_t tx_deferred = 0;             // ... kept in the backlog for the next progress
     std::uint64_t steering_misses = 0;         // frames for another group's QP, handed over
     std::uint64_t handover_dropped = 0;        // ... when that group's handover ring was full
 };
@@ -186,6 +187,11 @@ struct SwroceCounters {
 struct QueueGroupState {
     SwroceCounters counters;
     ::rte_ring* handover = nullptr; // frames that arrived elsewhere for this group's QPs
+    // Frames the port's queue refused (full ring): sent first at the next progress, and until
+    // they are out no new frame is made, so a slow peer slows us down instead of costing
+    // retransmissions.
+    std::array<rte_mbuf*, 128> tx_backlog{};
+    std::uint16_t tx_backlog_count = 0;
     // The thread that polls this group (0 until one does); the control path drives only groups
     // nobody claimed, or that its own thread claimed.
     std::atomic<std::uintptr_t> owner{0};

@@ -956,20 +956,44 @@ void send_responses(SwroceQp& qp, TxBatch& tx) noexcept {
     }
 }
 
-void transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept {
+// Sends what the backlog holds; true when it is empty.
+bool flush_backlog(SwroceDevice& dev, unsigned group) noexcept {
+    QueueGroupState& state = *dev.groups[group];
+    if (PRDMA_LIKELY(state.tx_backlog_count == 0)) {
+        return true;
+    }
+    const std::uint16_t sent =
+        dev.port.send_frames(group, state.tx_backlog.data(), state.tx_backlog_count);
+    std::copy(state.tx_backlog.begin() + sent, state.tx_backlog.begin() + state.tx_backlog_count,
+              state.tx_backlog.begin());
+    state.tx_backlog_count = static_cast<std::uint16_t>(state.tx_backlog_count - sent);
+    return state.tx_backlog_count == 0;
+}
+
+// Sends a batch; what the port refuses waits in the group's backlog (false: stop making frames
+// until it is out). Only frames beyond the backlog's room are lost, counted, and left to the
+// retransmission timer.
+bool transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept {
     capture_frames(dev, group, tx.mbufs.data(), tx.count, true);
+    QueueGroupState& state = *dev.groups[group];
     std::uint16_t sent = 0;
-    // A full port queue is retried a few times; what still does not fit is dropped and counted,
-    // and the retransmission timer recovers it.
-    for (int attempt = 0; attempt < 4 && sent < tx.count; ++attempt) {
-        sent += dev.port.send_frames(group, tx.mbufs.data() + sent,
-                                     static_cast<std::uint16_t>(tx.count - sent));
+    if (PRDMA_LIKELY(state.tx_backlog_count == 0)) {
+        for (int attempt = 0; attempt < 2 && sent < tx.count; ++attempt) {
+            sent += dev.port.send_frames(group, tx.mbufs.data() + sent,
+                                         static_cast<std::uint16_t>(tx.count - sent));
+        }
     }
     for (std::uint16_t i = sent; i < tx.count; ++i) {
-        rte_pktmbuf_free(tx.mbufs[i]);
-        ++dev.groups[group]->counters.tx_dropped;
+        if (state.tx_backlog_count < state.tx_backlog.size()) {
+            state.tx_backlog[state.tx_backlog_count++] = tx.mbufs[i];
+            ++state.counters.tx_deferred;
+        } else {
+            rte_pktmbuf_free(tx.mbufs[i]);
+            ++state.counters.tx_dropped;
+        }
     }
     tx.count = 0;
+    return state.tx_backlog_count == 0;
 }
 
 // The drop= devarg: loses received frames with that probability, from a generator seeded by
@@ -1021,6 +1045,10 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept {
             rte_pktmbuf_free(mbufs[i]);
         }
     }
+    // Frames the port refused last time go first; while any wait, make no new ones.
+    if (!flush_backlog(dev, group)) {
+        return;
+    }
     TxBatch tx;
     for (std::uint32_t slot = 0; slot < dev.qp_slots_used; ++slot) {
         SwroceQp* qp = dev.qps[slot].get();
@@ -1028,15 +1056,17 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept {
             continue;
         }
         if (qp->ack_pending && qp->dest_mac) {
-            if (tx.full()) {
-                transmit(dev, group, tx);
+            if (tx.full() && !transmit(dev, group, tx)) {
+                return;
             }
             send_ack(*qp, tx);
         }
         if (qp->dest_mac && qp->state != rdma::QpState::err) {
             send_responses(*qp, tx);
             if (tx.full()) {
-                transmit(dev, group, tx);
+                if (!transmit(dev, group, tx)) {
+                    return;
+                }
                 send_responses(*qp, tx);
             }
         }
@@ -1044,17 +1074,20 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept {
             check_timer(*qp, now);
             run_requester(*qp, tx, now);
         }
-        if (tx.full()) {
-            transmit(dev, group, tx);
+        if (tx.full() && !transmit(dev, group, tx)) {
+            return;
         }
     }
-    transmit(dev, group, tx);
+    (void)transmit(dev, group, tx);
 }
 
 void kick_requester(SwroceQp& qp) noexcept {
+    if (!flush_backlog(*qp.device, qp.queue_group)) {
+        return; // the next progress sends it, after what waits
+    }
     TxBatch tx;
     run_requester(qp, tx, rte_get_tsc_cycles());
-    transmit(*qp.device, qp.queue_group, tx);
+    (void)transmit(*qp.device, qp.queue_group, tx);
 }
 
 } // namespace prdma::swroce

@@ -182,6 +182,17 @@ class EightTests(unittest.TestCase):
     def test_atomic_bw(self):
         self.check_bandwidth('atomic_bw', ('-n', '500', '-q', '2'), qps=2)
 
+    def test_large_writes_need_no_retransmission(self):
+        # 1 MiB WRITEs fill memif's ring many times over: refused frames must wait in the
+        # backlog, not be dropped and resent.
+        result = run_pair('write_bw', ('-n', '40', '-s', '1048576', '--stats'))
+        rc_c, out_c, err_c, rc_s, out_s, err_s, _ = result
+        self.assertEqual((rc_c, rc_s), (0, 0), f'{out_c}{err_c}\n{out_s}{err_s}')
+        counters = dict(re.findall(r'^  (\w+)=(\d+)$', err_c, re.M))
+        self.assertEqual(int(counters['tx_packets']), 40 * 1024)  # 1 KiB MTU, no resends
+        self.assertNotIn('tx_dropped', counters)
+        self.assertNotIn('retransmissions', counters)
+
     def test_size_sweep_and_json(self):
         out_c, _, _ = self.run_ok('write_lat', ('-n', '100', '--sizes', '8,4096,65536', '--json'))
         lines = [json.loads(line) for line in out_c.splitlines() if line.startswith('{')]
