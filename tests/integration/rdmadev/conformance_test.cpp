@@ -1,8 +1,12 @@
 // The rdmadev conformance suite: what every driver must do, written against the public API only
 // and run once per driver factory (DevicePair). Seed 003's status paths, object lifetimes, the QP
-// state machine on a real device, the pending control paths, and device removal.
+// state machine on a real device, the pending control paths (also with a queue group polled by
+// another thread), asynchronous events, and device removal.
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -23,6 +27,80 @@ namespace {
 
 const auto* const g_environment =
     prdma::test_support::add_eal_environment("rdmadev_conformance", {"--log-level=prdma.*:error"});
+
+// A thread that polls one CQ, and so owns its queue group from its first poll on, as an
+// application's polling lcore does. The group's fast path is the owner's: posts are handed to it
+// with run(). It keeps polling (driving the group, running what the device hands its owner) until
+// stop(), then destroys its own CQ (the owner may) and ends.
+class GroupOwner {
+public:
+    explicit GroupOwner(CompletionQueue cq) : cq_(std::move(cq)) {
+        thread_ = std::thread([this] { loop(); });
+        while (!polling_.load()) {
+            std::this_thread::yield();
+        }
+    }
+    GroupOwner(const GroupOwner&) = delete;
+    GroupOwner& operator=(const GroupOwner&) = delete;
+    GroupOwner(GroupOwner&&) = delete;
+    GroupOwner& operator=(GroupOwner&&) = delete;
+    ~GroupOwner() { stop(); }
+
+    // For QpInitAttr only: nobody else polls it.
+    CompletionQueue& cq() { return cq_; }
+    // Runs `work` on the owner thread between two polls and returns once it has run.
+    void run(std::function<void()> work) {
+        {
+            const std::lock_guard lock(mutex_);
+            work_ = std::move(work);
+        }
+        for (;;) {
+            {
+                const std::lock_guard lock(mutex_);
+                if (!work_) {
+                    return;
+                }
+            }
+            std::this_thread::yield();
+        }
+    }
+    std::vector<WorkCompletion> completions() {
+        const std::lock_guard lock(mutex_);
+        return done_;
+    }
+    void stop() {
+        if (thread_.joinable()) {
+            stop_ = true;
+            thread_.join();
+        }
+    }
+    [[nodiscard]] bool released() const { return released_; }
+
+private:
+    void loop() {
+        WorkCompletion wc[16];
+        while (!stop_.load()) {
+            const std::uint16_t n = poll_cq(cq_, wc, 16);
+            polling_ = true;
+            const std::lock_guard lock(mutex_);
+            done_.insert(done_.end(), wc, wc + n);
+            if (work_) {
+                work_();
+                work_ = nullptr;
+            }
+        }
+        released_ = cq_.destroy().ok();
+    }
+
+    CompletionQueue cq_;
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> polling_{false};
+    std::mutex mutex_;
+    std::function<void()> work_;
+    std::vector<WorkCompletion> done_;
+    bool released_ = false;
+    std::thread thread_;
+};
 
 class Conformance : public ::testing::TestWithParam<DriverFactory> {
 protected:
@@ -53,6 +131,74 @@ protected:
             std::this_thread::sleep_for(std::chrono::microseconds(200));
         }
         return std::nullopt;
+    }
+
+    // For a request that may pend: ok (nothing to wait for), or pending and then its completion,
+    // which must name `request_id` and `op` and say ok. `must_pend`: the driver is known to pend
+    // here (DevicePair::owned_group_pends), so finishing at once is wrong too.
+    ::testing::AssertionResult completes(Context& context, Context& peer, const Status& status,
+                                         std::uint64_t request_id, ControlOp op, bool must_pend,
+                                         ControlCompletion* out = nullptr) {
+        if (status.ok()) {
+            if (must_pend) {
+                return ::testing::AssertionFailure()
+                       << control_op_name(op) << " finished at once; this driver must pend here";
+            }
+            return ::testing::AssertionSuccess();
+        }
+        if (status.code() != StatusCode::pending) {
+            return ::testing::AssertionFailure() << status.error().to_string();
+        }
+        const auto done = wait_control(context, peer, std::chrono::seconds(5));
+        if (!done) {
+            return ::testing::AssertionFailure() << "request " << request_id << " ("
+                                                 << control_op_name(op) << ") never completed";
+        }
+        if (done->request_id != request_id || done->op != op || done->status != StatusCode::ok) {
+            return ::testing::AssertionFailure()
+                   << "completion " << done->request_id << " " << control_op_name(done->op) << " "
+                   << status_name(done->status) << " (" << done->message << "), expected "
+                   << request_id << " " << control_op_name(op) << " ok";
+        }
+        if (out != nullptr) {
+            *out = *done;
+        }
+        return ::testing::AssertionSuccess();
+    }
+
+    // The peer's port MAC, so an RTR needs no address resolution.
+    std::array<std::uint8_t, 6> mac_of(Context& context) {
+        std::vector<std::uint8_t> buffer(512);
+        std::uint32_t got = static_cast<std::uint32_t>(buffer.size());
+        EXPECT_TRUE(context.query_port(1, buffer.data(), &got).ok());
+        PortAttr port;
+        std::memcpy(&port, buffer.data(), sizeof(port));
+        std::array<std::uint8_t, 6> mac{};
+        std::memcpy(mac.data(), port.mac, mac.size());
+        return mac;
+    }
+    static constexpr std::uint32_t init_mask = qp_attr_state | qp_attr_port | qp_attr_access_flags;
+    static QpAttr init_attr() {
+        QpAttr attr;
+        attr.state = QpState::init;
+        attr.port = 1;
+        attr.access = mem::access_remote_write | mem::access_remote_read;
+        return attr;
+    }
+    // RTS with a short transport timer (4.096 us x 2^8 ~ 1 ms) and one retry: a silent peer
+    // makes the QP fail in a few milliseconds.
+    static constexpr std::uint32_t rts_mask = qp_attr_state | qp_attr_sq_psn | qp_attr_timeout |
+                                              qp_attr_retry_cnt | qp_attr_rnr_retry |
+                                              qp_attr_max_rd_atomic;
+    static QpAttr quick_rts_attr() {
+        QpAttr attr;
+        attr.state = QpState::rts;
+        attr.sq_psn = 200;
+        attr.timeout = 8;
+        attr.retry_cnt = 1;
+        attr.rnr_retry = 0;
+        attr.max_rd_atomic = 1;
+        return attr;
     }
 
     struct Objects {
@@ -500,6 +646,248 @@ TEST_P(Conformance, IdleQpIsDestroyedAtOnce) {
     Objects objects = make_qp(context);
     EXPECT_TRUE(objects.qp.destroy().ok());
     EXPECT_EQ(context.resources().qps, 0U);
+}
+
+// ---- pending forms of create, destroy and registration (seed 003) ----------------------------
+
+TEST_P(Conformance, PendingFormsCompleteAtOnceWhenNoOtherThreadPolls) {
+    Context context = open(pair_->a());
+    auto pd = context.alloc_pd();
+    ASSERT_TRUE(pd.ok());
+    CompletionQueue cq;
+    ASSERT_TRUE(context.create_cq(cq, 64, 0, 11).ok());
+    EXPECT_TRUE(cq.ready());
+    QpInitAttr init;
+    init.pd = &pd.value();
+    init.send_cq = &cq;
+    init.recv_cq = &cq;
+    QueuePair qp;
+    ASSERT_TRUE(context.create_qp(qp, init, 12).ok());
+    EXPECT_TRUE(qp.ready());
+    EXPECT_NE(qp.qpn(), 0U);
+    EXPECT_TRUE(qp.modify(init_attr(), init_mask, 13).ok());
+    EXPECT_EQ(qp.state(), QpState::init);
+
+    auto buffer = mem::DmaBuffer::allocate(8192, 4096);
+    ASSERT_TRUE(buffer.ok());
+    MemoryRegionHandle mr;
+    ASSERT_TRUE(pd->register_memory(mr, buffer->data(), 8192,
+                                    mem::access_local_write | mem::access_remote_read, 14)
+                    .ok());
+    EXPECT_TRUE(mr.ready());
+    EXPECT_NE(mr.lkey(), 0U);
+    EXPECT_NE(mr.rkey(), 0U);
+    MemoryRegionHandle fast;
+    ASSERT_TRUE(
+        pd->alloc_fast_reg_region(fast, 8, mem::access_local_write | mem::access_remote_write, 15)
+            .ok());
+    EXPECT_TRUE(fast.ready());
+    EXPECT_EQ(context.resources().total(), 5U);
+
+    EXPECT_TRUE(mr.deregister(16).ok());
+    EXPECT_FALSE(mr);
+    EXPECT_TRUE(fast.deregister(17).ok());
+    EXPECT_TRUE(qp.destroy(18).ok());
+    EXPECT_TRUE(cq.destroy(19).ok());
+    ControlCompletion done[4];
+    EXPECT_EQ(context.poll_control(done), 0U) << "what finished at once has no completion";
+    EXPECT_EQ(context.resources().total(), 1U);
+}
+
+TEST_P(Conformance, CreateModifyDestroyOnAGroupAnotherThreadPolls) {
+    Context context = open(pair_->a());
+    Context peer = open(pair_->b());
+    auto pd = context.alloc_pd();
+    ASSERT_TRUE(pd.ok());
+    GroupOwner owner(std::move(context.create_cq(64, 0).value()));
+    const bool pends = pair_->owned_group_pends();
+
+    if (pends) {
+        // The forms that cannot pend say why, and point at the ones that can.
+        auto now = context.create_cq(16, 0);
+        ASSERT_EQ(now.code(), StatusCode::busy);
+        EXPECT_NE(now.error().message().find("request_id"), std::string::npos)
+            << now.error().message();
+    }
+
+    CompletionQueue cq;
+    Status status = context.create_cq(cq, 64, 0, 21);
+    EXPECT_TRUE(cq) << "the handle holds the CQ from the call on";
+    if (status.code() == StatusCode::pending) {
+        EXPECT_FALSE(cq.ready());
+        EXPECT_EQ(context.resources().cqs, 2U) << "a CQ being created counts";
+        QpInitAttr early;
+        early.pd = &pd.value();
+        early.send_cq = &cq;
+        early.recv_cq = &cq;
+        QueuePair too_early;
+        const Status refused = context.create_qp(too_early, early, 99);
+        ASSERT_EQ(refused.code(), StatusCode::busy) << "a QP needs a ready CQ";
+        EXPECT_NE(refused.error().message().find("pending"), std::string::npos)
+            << refused.error().message();
+        EXPECT_EQ(cq.destroy().code(), StatusCode::busy);
+    }
+    ASSERT_TRUE(completes(context, peer, status, 21, ControlOp::create_cq, pends));
+    EXPECT_TRUE(cq.ready());
+
+    QpInitAttr init;
+    init.pd = &pd.value();
+    init.send_cq = &cq;
+    init.recv_cq = &cq;
+    QueuePair qp;
+    status = context.create_qp(qp, init, 22);
+    if (status.code() == StatusCode::pending) {
+        EXPECT_FALSE(qp.ready());
+        EXPECT_EQ(qp.modify(init_attr(), init_mask).code(), StatusCode::busy);
+        EXPECT_EQ(qp.destroy().code(), StatusCode::busy);
+    }
+    ControlCompletion created;
+    ASSERT_TRUE(completes(context, peer, status, 22, ControlOp::create_qp, pends, &created));
+    ASSERT_TRUE(qp.ready());
+    EXPECT_NE(qp.qpn(), 0U);
+    if (status.code() == StatusCode::pending) {
+        EXPECT_EQ(created.qpn, qp.qpn()) << "the completion names the new QP";
+    }
+
+    status = qp.modify(init_attr(), init_mask, 23);
+    if (status.code() == StatusCode::pending) {
+        EXPECT_EQ(qp.state(), QpState::reset) << "nothing changes until it completes";
+    }
+    ASSERT_TRUE(completes(context, peer, status, 23, ControlOp::modify_qp, pends));
+    EXPECT_EQ(qp.state(), QpState::init);
+
+    const std::uint32_t qpn = qp.qpn();
+    status = qp.destroy(24);
+    EXPECT_FALSE(qp) << "the handle lets go at once";
+    if (status.code() == StatusCode::pending) {
+        EXPECT_EQ(context.resources().qps, 1U) << "counted until it completes";
+        EXPECT_EQ(cq.destroy().code(), StatusCode::busy);
+    }
+    ControlCompletion destroyed;
+    ASSERT_TRUE(completes(context, peer, status, 24, ControlOp::destroy_qp, pends, &destroyed));
+    if (status.code() == StatusCode::pending) {
+        EXPECT_EQ(destroyed.qpn, qpn);
+    }
+    EXPECT_EQ(context.resources().qps, 0U);
+
+    status = cq.destroy(25);
+    EXPECT_FALSE(cq);
+    ASSERT_TRUE(completes(context, peer, status, 25, ControlOp::destroy_cq, pends));
+    EXPECT_EQ(context.resources().cqs, 1U) << "only the owner's own CQ is left";
+    owner.stop();
+    EXPECT_TRUE(owner.released()) << "the owner destroys its own CQ at once";
+    EXPECT_EQ(context.resources().cqs, 0U);
+}
+
+TEST_P(Conformance, RegistrationWhileAnotherThreadPollsTheDevice) {
+    Context context = open(pair_->a());
+    Context peer = open(pair_->b());
+    auto pd = context.alloc_pd();
+    ASSERT_TRUE(pd.ok());
+    GroupOwner owner(std::move(context.create_cq(64, 0).value()));
+    const bool pends = pair_->owned_group_pends();
+    auto buffer = mem::DmaBuffer::allocate(16384, 4096);
+    ASSERT_TRUE(buffer.ok());
+    const AccessFlags access = mem::access_local_write | mem::access_remote_read;
+
+    // Registration may finish at once (swroce publishes the key from the control thread).
+    MemoryRegionHandle mr;
+    Status status = pd->register_memory(mr, buffer->data(), 8192, access, 31);
+    ASSERT_TRUE(completes(context, peer, status, 31, ControlOp::register_mr, false));
+    ASSERT_TRUE(mr.ready());
+    EXPECT_NE(mr.rkey(), 0U);
+    {
+        // Another reference to the same region: dropping it is never a wait.
+        auto again = pd->register_memory(buffer->data(), 8192, access);
+        ASSERT_TRUE(again.ok() || again.code() == StatusCode::busy);
+        if (again.ok()) {
+            EXPECT_EQ(again->rkey(), mr.rkey());
+        }
+    }
+    ControlCompletion none[2];
+    EXPECT_EQ(context.poll_control(none), 0U);
+
+    // The last deregistration waits until no polling thread can still be using the region.
+    status = mr.deregister(32);
+    EXPECT_FALSE(mr);
+    if (status.code() == StatusCode::pending) {
+        EXPECT_EQ(context.resources().mrs, 1U);
+        EXPECT_EQ(pd->destroy().code(), StatusCode::busy) << "the PD waits for its MR";
+    }
+    ASSERT_TRUE(completes(context, peer, status, 32, ControlOp::deregister_mr, pends));
+    EXPECT_EQ(context.resources().mrs, 0U);
+
+    // A FAST_REG region, and a handle dropped instead of deregistered: request_id 0.
+    MemoryRegionHandle fast;
+    status = pd->alloc_fast_reg_region(fast, 8, mem::access_local_write, 33);
+    ASSERT_TRUE(completes(context, peer, status, 33, ControlOp::register_mr, false));
+    ASSERT_TRUE(fast.ready());
+    fast = MemoryRegionHandle{};
+    if (pends) {
+        EXPECT_EQ(context.resources().mrs, 1U);
+        ASSERT_TRUE(completes(context, peer, Error(StatusCode::pending, "dropped"), 0,
+                              ControlOp::deregister_mr, true));
+    }
+    EXPECT_EQ(context.resources().mrs, 0U);
+    EXPECT_TRUE(pd->destroy().ok());
+    owner.stop();
+}
+
+TEST_P(Conformance, AHandleDroppedWhileItsCreationPendsIsDestroyedLater) {
+    Context context = open(pair_->a());
+    Context peer = open(pair_->b());
+    auto pd = context.alloc_pd();
+    ASSERT_TRUE(pd.ok());
+    GroupOwner owner(std::move(context.create_cq(64, 0).value()));
+    if (!pair_->owned_group_pends()) {
+        GTEST_SKIP() << "this driver does not pend creates";
+    }
+    CompletionQueue cq;
+    ASSERT_EQ(context.create_cq(cq, 32, 0, 41).code(), StatusCode::pending);
+    cq = CompletionQueue{};
+    EXPECT_EQ(context.resources().cqs, 2U) << "still there until created and destroyed";
+    ASSERT_TRUE(completes(context, peer, Error(StatusCode::pending, "create"), 41,
+                          ControlOp::create_cq, true));
+    ASSERT_TRUE(completes(context, peer, Error(StatusCode::pending, "the library's destroy"), 0,
+                          ControlOp::destroy_cq, true));
+    EXPECT_EQ(context.resources().cqs, 1U);
+
+    QpInitAttr init;
+    init.pd = &pd.value();
+    init.send_cq = &owner.cq();
+    init.recv_cq = &owner.cq();
+    QueuePair qp;
+    ASSERT_EQ(context.create_qp(qp, init, 42).code(), StatusCode::pending);
+    qp = QueuePair{};
+    ASSERT_TRUE(completes(context, peer, Error(StatusCode::pending, "create"), 42,
+                          ControlOp::create_qp, true));
+    ASSERT_TRUE(completes(context, peer, Error(StatusCode::pending, "the library's destroy"), 0,
+                          ControlOp::destroy_qp, true));
+    EXPECT_EQ(context.resources().qps, 0U);
+    owner.stop();
+    EXPECT_TRUE(owner.released());
+}
+
+TEST_P(Conformance, PendingRequestsFailWhenTheDeviceIsRemoved) {
+    Context context = open(pair_->a());
+    GroupOwner owner(std::move(context.create_cq(64, 0).value()));
+    CompletionQueue cq;
+    const Status status = context.create_cq(cq, 16, 0, 51);
+    if (status.code() != StatusCode::pending) {
+        GTEST_SKIP() << "this driver created the CQ at once";
+    }
+    // The owner goes away; whatever it did with the request, nobody polled its completion.
+    owner.stop();
+    ASSERT_TRUE(remove_device(pair_->a()).ok());
+    ControlCompletion done[4];
+    ASSERT_EQ(context.poll_control(done), 1U);
+    EXPECT_EQ(done[0].request_id, 51U);
+    EXPECT_EQ(done[0].op, ControlOp::create_cq);
+    EXPECT_EQ(done[0].status, StatusCode::device_removed);
+    EXPECT_FALSE(done[0].message.empty());
+    EXPECT_FALSE(cq.ready());
+    EXPECT_TRUE(cq.destroy().ok()) << "a handle whose creation failed just goes";
+    EXPECT_TRUE(context.close().ok());
 }
 
 TEST_P(Conformance, ConnectionDescriptorExport) {
