@@ -225,6 +225,10 @@ std::size_t Context::poll_events(std::span<Event> out) {
     if (!state_) {
         return 0;
     }
+    // Events the data path recorded reach the class from the driver's control progress.
+    if (driver::Device* dev = detail::live_device(*state_); dev != nullptr) {
+        dev->config.ops->control_progress(*dev);
+    }
     std::size_t n = 0;
     while (n < out.size() && !state_->events.empty()) {
         out[n++] = state_->events.front();

@@ -206,7 +206,20 @@ void raise_event(Device& device, EventType type, std::uint8_t port, std::uint32_
     Registry& reg = registry();
     const std::lock_guard lock(reg.mutex);
     for (auto& [id, context] : reg.slots[device.id].contexts) {
-        context->events.push_back(Event{type, port, qpn});
+        // A QP's events belong to the client that holds it (ibv_get_async_event's context); a QP
+        // destroyed since the device recorded the event has nobody left to tell.
+        if (qpn == 0) {
+            context->events.push_back(Event{type, port, qpn});
+            continue;
+        }
+        if (auto it = context->qps.find(qpn); it != context->qps.end()) {
+            if (type == EventType::qp_fatal) {
+                // The device moved the QP to ERR on its own: the class's copy follows.
+                it->second->attr.state = QpState::err;
+                it->second->attr.cur_state = QpState::err;
+            }
+            context->events.push_back(Event{type, port, qpn});
+        }
     }
 }
 

@@ -37,6 +37,7 @@ SwroceDevice::~SwroceDevice() {
             rte_ring_free(group->handover);
         }
         free_requests(group->control);
+        rte_ring_free(group->events);
     }
     free_requests(control_done);
     if (capture != nullptr) {

@@ -244,6 +244,7 @@ void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) no
     qp.state = attr.state;
     if (attr.state == rdma::QpState::err) {
         flush_queues(qp);
+        report_error_state(qp, false); // the application's own ERR: last WQE, not fatal
     } else if (attr.state == rdma::QpState::reset) {
         // RESET forgets queued work without completing it (IBTA 10.3.1).
         qp.receive_queue.clear();
@@ -257,6 +258,7 @@ void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) no
         qp.nak_sent = false;
         qp.ack_pending = false;
         qp.msn = 0;
+        qp.error_reported = false;
     }
 }
 
@@ -514,6 +516,23 @@ void collect_group_requests(Device& device) {
     }
 }
 
+// QP events the data paths recorded, raised on the control path (raise_event locks).
+void raise_recorded_events(Device& device) {
+    SwroceDevice& dev = swroce(device);
+    std::array<void*, 32> events{};
+    for (const auto& group : dev.groups) {
+        unsigned n = 0;
+        while ((n = rte_ring_dequeue_burst(group->events, events.data(), events.size(), nullptr)) >
+               0) {
+            for (unsigned i = 0; i < n; ++i) {
+                const auto word = reinterpret_cast<std::uintptr_t>(events[i]);
+                rdma::driver::raise_event(device, static_cast<rdma::EventType>(word >> 24), 0,
+                                          static_cast<std::uint32_t>(word & 0xffffff));
+            }
+        }
+    }
+}
+
 void control_progress(Device& device) {
     SwroceDevice& dev = swroce(device);
     watch_link(device);
@@ -547,6 +566,7 @@ void control_progress(Device& device) {
         rdma::driver::complete_control(device, pending.token, StatusCode::ok);
     }
     collect_group_requests(device);
+    raise_recorded_events(device);
 }
 
 std::uint32_t qp_send_psn(Device&, void* queue) {
@@ -579,6 +599,7 @@ void append_counters(const std::string& prefix, const SwroceCounters& c,
         {"tx_dropped", c.tx_dropped},
         {"steering_misses", c.steering_misses},
         {"handover_dropped", c.handover_dropped},
+        {"events_dropped", c.events_dropped},
         {"arp_requests_sent", c.arp_requests_sent},
         {"arp_replies_sent", c.arp_replies_sent},
         {"arp_resolved", c.arp_resolved},
@@ -605,6 +626,7 @@ SwroceCounters& operator+=(SwroceCounters& sum, const SwroceCounters& g) {
     sum.tx_dropped += g.tx_dropped;
     sum.steering_misses += g.steering_misses;
     sum.handover_dropped += g.handover_dropped;
+    sum.events_dropped += g.events_dropped;
     sum.arp_requests_sent += g.arp_requests_sent;
     sum.arp_replies_sent += g.arp_replies_sent;
     sum.arp_resolved += g.arp_resolved;
@@ -711,6 +733,26 @@ void flush_queues(SwroceQp& qp) noexcept {
     }
     qp.send_offset = 0;
     qp.retransmit_deadline = 0;
+}
+
+void report_error_state(SwroceQp& qp, bool fatal) noexcept {
+    if (qp.error_reported || qp.destroying) {
+        return;
+    }
+    qp.error_reported = true;
+    QueueGroupState& group = *qp.device->groups[qp.queue_group];
+    const auto record = [&](rdma::EventType type) {
+        const std::uintptr_t word =
+            (std::uintptr_t{static_cast<std::uint8_t>(type)} << 24) | (qp.qpn & 0xffffffU);
+        if (rte_ring_enqueue(group.events, reinterpret_cast<void*>(word)) != 0) {
+            ++group.counters.events_dropped;
+        }
+    };
+    if (fatal) {
+        record(rdma::EventType::qp_fatal);
+    }
+    // flush_queues has just completed every receive WQE: the last one is reached now.
+    record(rdma::EventType::qp_last_wqe_reached);
 }
 
 void run_group_requests(SwroceDevice& dev, unsigned group) noexcept {

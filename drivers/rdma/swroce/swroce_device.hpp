@@ -133,6 +133,7 @@ struct SwroceQp {
     std::uint8_t ack_syndrome = 0;
     StatusCode post_error = StatusCode::ok; // why the last post took fewer WRs than offered
     bool destroying = false;
+    bool error_reported = false; // qp_fatal / last_wqe_reached recorded for this entry into ERR
 };
 
 struct PendingRtr {
@@ -185,6 +186,7 @@ struct QuiesceWait {
 };
 
 inline constexpr unsigned control_ring_size = 256; // per group
+inline constexpr unsigned event_ring_size = 512;   // per group
 
 struct SwroceCounters {
     std::uint64_t rx_packets = 0;
@@ -207,6 +209,7 @@ struct SwroceCounters {
     std::uint64_t tx_dropped = 0;              // frames the port did not take
     std::uint64_t steering_misses = 0;         // frames for another group's QP, handed over
     std::uint64_t handover_dropped = 0;        // ... when that group's handover ring was full
+    std::uint64_t events_dropped = 0;          // QP events lost to a full event ring
 };
 
 // One queue group: one rx/tx queue pair of the port, polled by one thread (DESIGN "Fast path
@@ -216,6 +219,8 @@ struct QueueGroupState {
     ::rte_ring* handover = nullptr; // frames that arrived elsewhere for this group's QPs
     // GroupRequests for the owner: any control thread enqueues, only the owner dequeues.
     ::rte_ring* control = nullptr;
+    // QP events the data path recorded ((type << 24) | qpn), raised by control_progress.
+    ::rte_ring* events = nullptr;
     // One past the highest slot of this group's QP range ever published: what progress scans.
     // Written by whoever drives the group, like the slots themselves.
     std::uint32_t qp_slot_end = 0;
@@ -317,6 +322,10 @@ std::uint16_t swroce_poll_cq(void* queue, rdma::WorkCompletion* wcs, std::uint16
 
 // Moves every queued WR of `qp` to its CQs as a flush error (QP in ERR, or being destroyed).
 void flush_queues(SwroceQp& qp) noexcept;
+// The QP has just entered ERR and its receive queue is flushed: records qp_fatal (when the device
+// found the error itself) and qp_last_wqe_reached on its group's event ring, once per entry into
+// ERR, for control_progress to raise. Data-path safe: no lock, no allocation.
+void report_error_state(SwroceQp& qp, bool fatal) noexcept;
 // Runs the control requests waiting for queue group `group`'s owner (swroce_control.cpp); called
 // by progress_group on whichever thread drives the group.
 void run_group_requests(SwroceDevice& dev, unsigned group) noexcept;

@@ -213,6 +213,7 @@ void fail_qp(SwroceQp& qp, rdma::WcStatus status, std::uint32_t vendor_error = 0
     qp.state = rdma::QpState::err;
     qp.attr.state = rdma::QpState::err;
     flush_queues(qp);
+    report_error_state(qp, true);
 }
 
 // Checks every SGE's lkey once, when the WQE is first transmitted.

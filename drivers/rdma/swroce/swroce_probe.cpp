@@ -110,7 +110,9 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
         state->handover = make_ring("hov", group, 1024, RING_F_SC_DEQ);
         // Control requests: any control thread enqueues, the owner dequeues.
         state->control = make_ring("ctl", group, control_ring_size, RING_F_SC_DEQ);
-        const bool made = state->handover != nullptr && state->control != nullptr;
+        state->events = make_ring("evt", group, event_ring_size, 0);
+        const bool made =
+            state->handover != nullptr && state->control != nullptr && state->events != nullptr;
         dev->groups.push_back(std::move(state));
         if (!made) {
             return -ENOMEM;

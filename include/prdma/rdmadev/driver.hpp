@@ -99,7 +99,8 @@ struct DeviceOps {
     // Null: the table is freed at once.
     Status (*deregister_mr)(Device& device, const mem::MemoryRegion& region,
                             const ControlToken& token);
-    // Progress of pending control work when the caller polls (ARP, flushes, owners' answers).
+    // Progress of pending control work when the caller polls (ARP, flushes, owners' answers) and
+    // the moment to raise events the data path recorded.
     void (*control_progress)(Device& device);
     // Exported connection details of a QP: the driver's current send PSN.
     std::uint32_t (*qp_send_psn)(Device& device, void* qp);
@@ -159,8 +160,8 @@ Device* device_by_dpdk(const rte_device* dpdk_device);
 // driver whose data path finishes a request hands it back to its control_progress first.
 void complete_control(Device& device, const ControlToken& token, StatusCode status,
                       std::string message = {});
-// An asynchronous event for every context of the device (qpn 0 when not about a QP). Control path
-// only, as complete_control.
+// An asynchronous event: about a QP (qpn != 0) it goes to the context that holds the QP, else to
+// every context of the device. Control path only, as complete_control.
 void raise_event(Device& device, EventType type, std::uint8_t port = 0, std::uint32_t qpn = 0);
 
 } // namespace prdma::rdma::driver

@@ -81,10 +81,19 @@ struct Counter {
     std::uint64_t value = 0;
 };
 
+// Asynchronous events (ibv_get_async_event). Port and device events go to every context of the
+// device; QP events (qp_fatal, qp_last_wqe_reached) to the context that holds the QP.
+// - qp_fatal: the device moved the QP to the error state itself (retry or RNR retry exceeded, a
+//   NAK for a remote access / operation / invalid request error, a local protection or length
+//   error); the failing WR's completion carries the detail. Not raised for modify() to ERR.
+// - qp_last_wqe_reached: the QP is in the error state and its receive queue has been flushed, so
+//   no more receive WQEs will complete except with flush errors. Once per entry into ERR, for
+//   an error the device found (after qp_fatal) and for modify() to ERR alike. (IBTA raises it
+//   for QPs on a shared receive queue; prdma has no SRQs and raises it for every RC QP.)
 struct Event {
     EventType type = EventType::port_active;
-    std::uint8_t port = 0;
-    std::uint32_t qpn = 0;
+    std::uint8_t port = 0; // port events
+    std::uint32_t qpn = 0; // QP events
 };
 
 // ---- objects ------------------------------------------------------------------------------------
@@ -261,6 +270,8 @@ public:
     ~QueuePair();
 
     [[nodiscard]] std::uint32_t qpn() const;
+    // The state modify() set, or ERR once the device's qp_fatal event has been polled (poll_events
+    // or poll_control).
     [[nodiscard]] QpState state() const;
     [[nodiscard]] QpAttr attributes() const;
     [[nodiscard]] const QpCaps& caps() const;
@@ -340,6 +351,7 @@ public:
 
     // Drives pending control requests and returns the finished ones; never blocks.
     std::size_t poll_control(std::span<ControlCompletion> out);
+    // Drives the device's control progress too (events the data path recorded are raised there).
     std::size_t poll_events(std::span<Event> out);
     // The device's counters: packets, retransmissions, NAKs, drops by reason, ...
     Result<std::vector<Counter>> query_stats() const;

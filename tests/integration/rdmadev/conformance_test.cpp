@@ -935,6 +935,148 @@ TEST_P(Conformance, PortEventsFollowTheLink) {
     EXPECT_EQ(events[0].type, EventType::port_active);
 }
 
+TEST_P(Conformance, QpFatalThenLastWqeWhenRetriesRunOut) {
+    Context context = open(pair_->a());
+    Context other = open(pair_->a());
+    Context peer = open(pair_->b());
+    Objects objects = make_qp(context);
+    auto buffer = mem::DmaBuffer::allocate(4096);
+    ASSERT_TRUE(buffer.ok());
+    auto mr = objects.pd.register_memory(buffer->data(), 4096, mem::access_local_write);
+    ASSERT_TRUE(mr.ok());
+    // Connected to a QPN nobody has on the peer: nothing is ever acknowledged.
+    ASSERT_TRUE(to_init(objects.qp).ok());
+    QpAttr rtr = rtr_attr(pair_->gid_b(), 0xabcde);
+    rtr.dest_mac = mac_of(peer);
+    ASSERT_TRUE(objects.qp.modify(rtr, rtr_mask).ok());
+    ASSERT_TRUE(objects.qp.modify(quick_rts_attr(), rts_mask).ok());
+    Event events[8];
+    EXPECT_EQ(context.poll_events(events), 0U) << "connecting raises nothing";
+
+    SendWr send;
+    send.wr_id = 5;
+    send.opcode = WrOpcode::send;
+    send.flags = send_signaled;
+    send.num_sge = 1;
+    send.sge = {reinterpret_cast<std::uint64_t>(buffer->data()), 64, mr->lkey()};
+    ASSERT_EQ(post_send(objects.qp, &send, 1), 1);
+    WorkCompletion wc;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (poll_cq(objects.cq, &wc, 1) == 0 && std::chrono::steady_clock::now() < deadline) {
+    }
+    ASSERT_EQ(wc.wr_id, 5U) << "no completion";
+    EXPECT_EQ(wc.status, WcStatus::retry_exceeded);
+
+    ASSERT_EQ(context.poll_events(events), 2U);
+    EXPECT_EQ(objects.qp.state(), QpState::err) << "qp_fatal tells the class too";
+    EXPECT_EQ(events[0].type, EventType::qp_fatal);
+    EXPECT_EQ(events[0].qpn, objects.qp.qpn());
+    EXPECT_EQ(events[1].type, EventType::qp_last_wqe_reached);
+    EXPECT_EQ(events[1].qpn, objects.qp.qpn());
+    EXPECT_EQ(other.poll_events(events), 0U) << "a QP's events go to the context that holds it";
+
+    // Once per entry into ERR: what is posted now is flushed without another event.
+    RecvWr recv;
+    recv.wr_id = 6;
+    ASSERT_EQ(post_recv(objects.qp, &recv, 1), 1);
+    ASSERT_EQ(poll_cq(objects.cq, &wc, 1), 1);
+    EXPECT_EQ(wc.status, WcStatus::wr_flush_error);
+    EXPECT_EQ(context.poll_events(events), 0U);
+}
+
+TEST_P(Conformance, LastWqeReachedWhenTheApplicationMovesTheQpToError) {
+    Context context = open(pair_->a());
+    Objects objects = make_qp(context);
+    ASSERT_TRUE(to_init(objects.qp).ok());
+    RecvWr recv[2];
+    recv[0].wr_id = 1;
+    recv[1].wr_id = 2;
+    ASSERT_EQ(post_recv(objects.qp, recv, 2), 2);
+    QpAttr err;
+    err.state = QpState::err;
+    ASSERT_TRUE(objects.qp.modify(err, qp_attr_state).ok());
+    WorkCompletion wc[4];
+    ASSERT_EQ(poll_cq(objects.cq, wc, 4), 2);
+    EXPECT_EQ(wc[1].status, WcStatus::wr_flush_error);
+    Event events[4];
+    ASSERT_EQ(context.poll_events(events), 1U) << "last WQE reached, and no qp_fatal";
+    EXPECT_EQ(events[0].type, EventType::qp_last_wqe_reached);
+    EXPECT_EQ(events[0].qpn, objects.qp.qpn());
+
+    // Every entry into ERR has its own.
+    QpAttr reset;
+    reset.state = QpState::reset;
+    ASSERT_TRUE(objects.qp.modify(reset, qp_attr_state).ok());
+    ASSERT_TRUE(to_init(objects.qp).ok());
+    EXPECT_EQ(context.poll_events(events), 0U);
+    ASSERT_TRUE(objects.qp.modify(err, qp_attr_state).ok());
+    ASSERT_EQ(context.poll_events(events), 1U);
+    EXPECT_EQ(events[0].type, EventType::qp_last_wqe_reached);
+}
+
+TEST_P(Conformance, QpFatalFromAGroupAnotherThreadPolls) {
+    Context context = open(pair_->a());
+    Context peer = open(pair_->b());
+    auto pd = context.alloc_pd();
+    ASSERT_TRUE(pd.ok());
+    auto buffer = mem::DmaBuffer::allocate(4096);
+    ASSERT_TRUE(buffer.ok());
+    auto mr = pd->register_memory(buffer->data(), 4096, mem::access_local_write);
+    ASSERT_TRUE(mr.ok());
+    GroupOwner owner(std::move(context.create_cq(256, 0).value()));
+    const bool pends = pair_->owned_group_pends();
+
+    // Created and connected while the owner polls: every step goes through it.
+    QpInitAttr init;
+    init.pd = &pd.value();
+    init.send_cq = &owner.cq();
+    init.recv_cq = &owner.cq();
+    QueuePair qp;
+    ASSERT_TRUE(
+        completes(context, peer, context.create_qp(qp, init, 61), 61, ControlOp::create_qp, pends));
+    ASSERT_TRUE(completes(context, peer, qp.modify(init_attr(), init_mask, 62), 62,
+                          ControlOp::modify_qp, pends));
+    QpAttr rtr = rtr_attr(pair_->gid_b(), 0xabcde);
+    rtr.dest_mac = mac_of(peer);
+    ASSERT_TRUE(
+        completes(context, peer, qp.modify(rtr, rtr_mask, 63), 63, ControlOp::modify_qp, pends));
+    ASSERT_TRUE(completes(context, peer, qp.modify(quick_rts_attr(), rts_mask, 64), 64,
+                          ControlOp::modify_qp, pends));
+    ASSERT_EQ(qp.state(), QpState::rts);
+
+    // The post is the owner's to make; the retries run out on its thread.
+    SendWr send;
+    send.wr_id = 66;
+    send.opcode = WrOpcode::send;
+    send.flags = send_signaled;
+    send.num_sge = 1;
+    send.sge = {reinterpret_cast<std::uint64_t>(buffer->data()), 64, mr->lkey()};
+    std::uint16_t posted = 0;
+    owner.run([&] { posted = post_send(qp, &send, 1); });
+    ASSERT_EQ(posted, 1);
+    std::vector<Event> seen;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (seen.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+        Event events[4];
+        const std::size_t n = context.poll_events(events);
+        seen.insert(seen.end(), events, events + n);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    ASSERT_EQ(seen.size(), 2U) << "the events the owner's engine recorded reach poll_events";
+    EXPECT_EQ(seen[0].type, EventType::qp_fatal);
+    EXPECT_EQ(seen[0].qpn, qp.qpn());
+    EXPECT_EQ(seen[1].type, EventType::qp_last_wqe_reached);
+    EXPECT_EQ(qp.state(), QpState::err);
+    const auto completions = owner.completions();
+    ASSERT_EQ(completions.size(), 1U);
+    EXPECT_EQ(completions[0].wr_id, 66U);
+    EXPECT_EQ(completions[0].status, WcStatus::retry_exceeded);
+
+    ASSERT_TRUE(completes(context, peer, qp.destroy(65), 65, ControlOp::destroy_qp, pends));
+    owner.stop();
+    EXPECT_TRUE(owner.released());
+}
+
 // ---- device removal (seed 000's forced close) -------------------------------------------------
 
 TEST_P(Conformance, RemovedDeviceFailsEveryCallUntilReleased) {
