@@ -26,6 +26,8 @@ std::string_view fast_reg_result_name(FastRegResult result) {
         return "bad_access";
     case FastRegResult::bad_page_list:
         return "bad_page_list";
+    case FastRegResult::retired:
+        return "retired";
     }
     return "unknown";
 }
@@ -351,12 +353,44 @@ Status MemoryRegistry::deregister(MemoryRegion* region) {
     return {};
 }
 
+Status MemoryRegistry::retire(MemoryRegion* region, bool& last) {
+    last = false;
+    if (region == nullptr || region->registry_ != this || region->retired_) {
+        return Error(StatusCode::invalid_parameter, "not a live region of this registry");
+    }
+    if (--region->references_ > 0) {
+        return {};
+    }
+    for (auto it = dedup_.begin(); it != dedup_.end(); ++it) {
+        if (it->second == region) {
+            dedup_.erase(it);
+            break;
+        }
+    }
+    if (region == dma_region_) {
+        dma_region_ = nullptr;
+    }
+    region->retired_ = true;
+    keys_.invalidate(region->index_);
+    last = true;
+    return {};
+}
+
+void MemoryRegistry::reclaim(MemoryRegion* region) {
+    if (region != nullptr && region->registry_ == this && region->retired_) {
+        destroy(region);
+    }
+}
+
 FastRegResult MemoryRegistry::fast_register(MemoryRegion& region, std::uint32_t pd,
                                             MemoryKey new_key, const FastRegRequest& request,
                                             AccessFlags access,
                                             PageListError* page_error) noexcept {
     if (region.kind_ != RegionKind::fast_reg) {
         return FastRegResult::not_fast_reg_region;
+    }
+    if (region.retired_) {
+        return FastRegResult::retired;
     }
     if (keys_.entry(region.index_).state == KeyState::valid) {
         return FastRegResult::still_valid;

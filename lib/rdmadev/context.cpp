@@ -225,6 +225,10 @@ std::size_t Context::poll_events(std::span<Event> out) {
     if (!state_) {
         return 0;
     }
+    // Events the data path recorded reach the class from the driver's control progress.
+    if (driver::Device* dev = detail::live_device(*state_); dev != nullptr) {
+        dev->config.ops->control_progress(*dev);
+    }
     std::size_t n = 0;
     while (n < out.size() && !state_->events.empty()) {
         out[n++] = state_->events.front();
@@ -232,6 +236,23 @@ std::size_t Context::poll_events(std::span<Event> out) {
     }
     return n;
 }
+
+namespace detail {
+
+void fail_pending_requests(ContextState& context) {
+    // Finishing may free the last object holding the context.
+    const std::shared_ptr<ContextState> keep = context.shared_from_this();
+    while (!context.pending.empty()) {
+        const driver::ControlToken token = context.pending.begin()->second.token;
+        finish_request(context, token, StatusCode::device_removed);
+        context.completions.push_back(
+            ControlCompletion{token.request_id, token.op, StatusCode::device_removed, token.qpn,
+                              strformat("device %u was removed before the request finished",
+                                        static_cast<unsigned>(context.device))});
+    }
+}
+
+} // namespace detail
 
 namespace driver {
 
@@ -242,7 +263,9 @@ void complete_control(Device& device, const ControlToken& token, StatusCode stat
         RDMADEV_LOG(WARNING, "completion for a closed context %u dropped", token.context);
         return;
     }
-    detail::finish_qp_request(*context, token, status);
+    // Finishing may free the last object holding the context (a dropped handle's destroy).
+    const std::shared_ptr<ContextState> keep = context->shared_from_this();
+    detail::finish_request(*context, token, status);
     context->completions.push_back(
         ControlCompletion{token.request_id, token.op, status, token.qpn, std::move(message)});
 }

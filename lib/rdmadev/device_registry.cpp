@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include <rte_bus_vdev.h>
 #include <rte_dev.h>
@@ -179,12 +181,21 @@ Status unregister_device(DeviceId id) {
     Device& dev = *slot.device;
     dev.removed = true;
     fast_path_ops[id] = dummy_ops;
+    std::vector<std::weak_ptr<detail::ContextState>> contexts;
     for (auto& [context_id, context] : slot.contexts) {
         context->events.push_back(Event{EventType::device_removed, 0, 0});
+        contexts.push_back(context->weak_from_this());
     }
     lock.unlock();
     // The driver frees its queues; the class objects stay until their clients release them.
     dev.config.ops->close(dev);
+    // Requests the driver will never finish now complete with device_removed (outside the lock:
+    // finishing may free a context, which detaches itself).
+    for (const auto& weak : contexts) {
+        if (const std::shared_ptr<detail::ContextState> context = weak.lock()) {
+            detail::fail_pending_requests(*context);
+        }
+    }
     RDMADEV_LOG(INFO, "device %u removed", static_cast<unsigned>(id));
     lock.lock();
     free_slot_if_unused(slot);
@@ -195,7 +206,20 @@ void raise_event(Device& device, EventType type, std::uint8_t port, std::uint32_
     Registry& reg = registry();
     const std::lock_guard lock(reg.mutex);
     for (auto& [id, context] : reg.slots[device.id].contexts) {
-        context->events.push_back(Event{type, port, qpn});
+        // A QP's events belong to the client that holds it (ibv_get_async_event's context); a QP
+        // destroyed since the device recorded the event has nobody left to tell.
+        if (qpn == 0) {
+            context->events.push_back(Event{type, port, qpn});
+            continue;
+        }
+        if (auto it = context->qps.find(qpn); it != context->qps.end()) {
+            if (type == EventType::qp_fatal) {
+                // The device moved the QP to ERR on its own: the class's copy follows.
+                it->second->attr.state = QpState::err;
+                it->second->attr.cur_state = QpState::err;
+            }
+            context->events.push_back(Event{type, port, qpn});
+        }
     }
 }
 

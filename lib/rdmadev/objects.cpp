@@ -1,5 +1,5 @@
-// PDs, CQs, QPs and MRs: the generic rules (limits, busy, states, device removed) live here; the
-// driver does what is device-specific through its ops.
+// PDs, CQs, QPs and MRs: the generic rules (limits, busy, states, device removed, pending requests)
+// live here; the driver does what is device-specific through its ops.
 #include "objects.hpp"
 
 #include <cstring>
@@ -14,6 +14,7 @@ namespace prdma::rdma {
 
 using detail::ContextState;
 using detail::CqObject;
+using detail::MrObject;
 using detail::PdObject;
 using detail::QpObject;
 
@@ -27,19 +28,20 @@ void release_pd_child(PdObject* pd) {
 }
 
 void release_cq_child(CqObject* cq) {
-    if (cq->handle_dropped && cq->qps == 0) {
-        std::unique_ptr<CqObject> owned(cq);
-        if (driver::Device* dev = live_device(*cq->context); dev != nullptr) {
-            (void)dev->config.ops->destroy_cq(*dev, cq->driver);
-        }
-        --owned->context->resources.cqs;
+    if (cq->handle_dropped && cq->qps == 0 && !cq->creating) {
+        (void)destroy_cq_object(cq, 0);
     }
 }
 
 void free_qp(QpObject* qp) {
     std::unique_ptr<QpObject> owned(qp);
-    owned->context->qps.erase(owned->qpn);
-    --owned->context->resources.qps;
+    ContextState& context = *owned->context;
+    if (auto it = context.qps.find(owned->qpn); it != context.qps.end() && it->second == qp) {
+        context.qps.erase(it);
+    }
+    // A request still pending on it (an RTR a destroy overtook) has nothing left to finish.
+    std::erase_if(context.pending, [qp](const auto& entry) { return entry.second.object == qp; });
+    --context.resources.qps;
     --owned->pd->qps;
     --owned->send_cq->qps;
     if (owned->recv_cq != owned->send_cq) {
@@ -49,6 +51,195 @@ void free_qp(QpObject* qp) {
     release_cq_child(owned->send_cq);
     if (owned->recv_cq != owned->send_cq) {
         release_cq_child(owned->recv_cq);
+    }
+}
+
+namespace {
+
+void free_cq(CqObject* cq) {
+    std::unique_ptr<CqObject> owned(cq);
+    --owned->context->resources.cqs;
+}
+
+void free_mr(MrObject* mr) {
+    std::unique_ptr<MrObject> owned(mr);
+    --owned->pd->mrs;
+    --owned->context->resources.mrs;
+    release_pd_child(owned->pd);
+}
+
+// Records a request the driver is about to see, so a completion (even one made before the driver
+// returns) finds its object; forgotten again unless the driver says pending.
+void track(ContextState& context, const driver::ControlToken& token, void* object) {
+    context.pending.insert_or_assign(token.serial, PendingRequest{token, object});
+}
+void untrack(ContextState& context, const driver::ControlToken& token) {
+    context.pending.erase(token.serial);
+}
+
+} // namespace
+
+Status destroy_cq_object(CqObject* cq, std::uint64_t request_id) {
+    driver::Device* dev = live_device(*cq->context);
+    if (dev == nullptr || cq->driver == nullptr) {
+        free_cq(cq);
+        return {};
+    }
+    ContextState& context = *cq->context;
+    const driver::ControlToken token = context.token(request_id, ControlOp::destroy_cq);
+    track(context, token, cq);
+    Status status = dev->config.ops->destroy_cq(*dev, cq->driver, token);
+    if (status.code() == StatusCode::pending) {
+        return status;
+    }
+    untrack(context, token);
+    if (!status.ok()) {
+        // The class has checked the CQ is idle; the driver's object is gone either way.
+        RDMADEV_LOG(WARNING, "destroy_cq: %s", status.error().to_string().c_str());
+    }
+    free_cq(cq);
+    return {};
+}
+
+Status destroy_qp_object(QpObject* qp, std::uint64_t request_id) {
+    driver::Device* dev = live_device(*qp->context);
+    if (dev == nullptr || qp->driver == nullptr) {
+        free_qp(qp);
+        return {};
+    }
+    ContextState& context = *qp->context;
+    const driver::ControlToken token = context.token(request_id, ControlOp::destroy_qp, qp->qpn);
+    qp->destroying = true;
+    track(context, token, qp);
+    Status status = dev->config.ops->destroy_qp(*dev, qp->driver, token);
+    if (status.code() == StatusCode::pending) {
+        return status; // the context frees it when the driver completes
+    }
+    untrack(context, token);
+    // Freed whatever the driver said: the driver's object is gone either way.
+    free_qp(qp);
+    return status;
+}
+
+Status release_mr_object(MrObject* mr, std::uint64_t request_id) {
+    ContextState& context = *mr->context;
+    // The device may be removed; its class-owned registry lives until the last context closes.
+    driver::Device* dev = driver::device(context.device);
+    if (dev == nullptr || mr->region == nullptr) {
+        free_mr(mr);
+        return {};
+    }
+    mem::MemoryRegistry& registry = *dev->registry;
+    if (dev->removed || dev->config.ops->deregister_mr == nullptr) {
+        Status status = registry.deregister(mr->region);
+        free_mr(mr);
+        return status;
+    }
+    bool last = false;
+    Status retired = registry.retire(mr->region, last);
+    if (!retired.ok() || !last) {
+        // Failed, or other handles still hold the region: its key stays, nothing to wait for.
+        free_mr(mr);
+        return retired;
+    }
+    const driver::ControlToken token = context.token(request_id, ControlOp::deregister_mr);
+    track(context, token, mr);
+    Status status = dev->config.ops->deregister_mr(*dev, *mr->region, token);
+    if (status.code() == StatusCode::pending) {
+        return status; // the key is dead; the table goes when the driver completes
+    }
+    untrack(context, token);
+    registry.reclaim(mr->region);
+    free_mr(mr);
+    return status;
+}
+
+namespace {
+
+void finish_create_cq(CqObject* cq, StatusCode status) {
+    cq->creating = false;
+    if (status != StatusCode::ok) {
+        cq->driver = nullptr; // the driver has dropped its object
+    }
+    if (cq->handle_dropped) {
+        (void)destroy_cq_object(cq, 0);
+    }
+}
+
+void finish_create_qp(QpObject* qp, const driver::ControlToken& token, StatusCode status) {
+    qp->creating = false;
+    if (qp->qpn == 0 && token.qpn != 0) {
+        qp->qpn = token.qpn;
+        qp->context->qps.emplace(qp->qpn, qp);
+    }
+    if (status != StatusCode::ok) {
+        qp->driver = nullptr;
+    }
+    if (qp->handle_dropped) {
+        (void)destroy_qp_object(qp, 0);
+    }
+}
+
+void finish_register(MrObject* mr, StatusCode status) {
+    mr->creating = false;
+    if (status != StatusCode::ok) {
+        if (driver::Device* dev = driver::device(mr->context->device); dev != nullptr) {
+            (void)dev->registry->deregister(mr->region);
+        }
+        mr->region = nullptr;
+    }
+    if (mr->handle_dropped) {
+        (void)release_mr_object(mr, 0);
+    }
+}
+
+void finish_deregister(MrObject* mr) {
+    if (driver::Device* dev = driver::device(mr->context->device); dev != nullptr) {
+        dev->registry->reclaim(mr->region);
+    }
+    free_mr(mr);
+}
+
+} // namespace
+
+void finish_request(ContextState& context, const driver::ControlToken& token, StatusCode status) {
+    auto it = context.pending.find(token.serial);
+    if (it == context.pending.end()) {
+        return;
+    }
+    void* object = it->second.object;
+    const ControlOp op = it->second.token.op;
+    context.pending.erase(it);
+    switch (op) {
+    case ControlOp::create_cq:
+        finish_create_cq(static_cast<CqObject*>(object), status);
+        break;
+    case ControlOp::destroy_cq:
+        free_cq(static_cast<CqObject*>(object));
+        break;
+    case ControlOp::create_qp:
+        finish_create_qp(static_cast<QpObject*>(object), token, status);
+        break;
+    case ControlOp::modify_qp: {
+        auto* qp = static_cast<QpObject*>(object);
+        if (status == StatusCode::ok && qp->pending_modify) {
+            driver::merge_qp_attr(qp->attr, qp->pending_modify->first, qp->pending_modify->second);
+        }
+        qp->pending_modify.reset();
+        break;
+    }
+    case ControlOp::destroy_qp:
+        free_qp(static_cast<QpObject*>(object));
+        break;
+    case ControlOp::register_mr:
+        finish_register(static_cast<MrObject*>(object), status);
+        break;
+    case ControlOp::deregister_mr:
+        finish_deregister(static_cast<MrObject*>(object));
+        break;
+    case ControlOp::open_context:
+    case ControlOp::close_context:
+        break;
     }
 }
 
@@ -105,31 +296,19 @@ void merge_qp_attr(QpAttr& current, const QpAttr& attr, std::uint32_t mask) {
 
 } // namespace driver
 
-namespace detail {
-
-void finish_qp_request(ContextState& context, const driver::ControlToken& token,
-                       StatusCode status) {
-    auto it = context.qps.find(token.qpn);
-    if (it == context.qps.end()) {
-        return;
-    }
-    QpObject* qp = it->second;
-    if (token.op == ControlOp::modify_qp && qp->pending_modify) {
-        if (status == StatusCode::ok) {
-            driver::merge_qp_attr(qp->attr, qp->pending_modify->first, qp->pending_modify->second);
-        }
-        qp->pending_modify.reset();
-    } else if (token.op == ControlOp::destroy_qp && qp->destroying) {
-        free_qp(qp);
-    }
-}
-
-} // namespace detail
-
 namespace {
 
 Error removed(const ContextState& context) {
     return detail::device_removed_error(context.device);
+}
+
+Error not_ready(const char* what, bool creating) {
+    return creating ? Error(StatusCode::busy,
+                            strformat("the %s's creation is still pending; poll_control until it "
+                                      "completes",
+                                      what))
+                    : Error(StatusCode::invalid_parameter,
+                            strformat("the %s's creation failed; destroy the handle", what));
 }
 
 } // namespace
@@ -153,6 +332,20 @@ Result<ProtectionDomain> Context::alloc_pd() {
 }
 
 Result<CompletionQueue> Context::create_cq(std::uint32_t cqe, std::uint16_t queue_group) {
+    CompletionQueue cq;
+    if (Status status = make_cq(cq, cqe, queue_group, 0, false); !status.ok()) {
+        return status.error();
+    }
+    return cq;
+}
+
+Status Context::create_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t queue_group,
+                          std::uint64_t request_id) {
+    return make_cq(out, cqe, queue_group, request_id, true);
+}
+
+Status Context::make_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t queue_group,
+                        std::uint64_t request_id, bool may_pend) {
     if (!state_) {
         return Error(StatusCode::invalid_parameter, "the context is not open");
     }
@@ -170,20 +363,43 @@ Result<CompletionQueue> Context::create_cq(std::uint32_t cqe, std::uint16_t queu
                      strformat("queue group %u does not exist; the device has %u (devarg queues=)",
                                queue_group, attr.max_queue_groups));
     }
-    auto driver_cq = dev->config.ops->create_cq(*dev, driver::CqInit{cqe, queue_group});
-    if (!driver_cq) {
-        return driver_cq.error();
-    }
     auto cq = std::make_unique<CqObject>();
     cq->context = state_;
-    cq->driver = driver_cq.value();
     cq->cqe = cqe;
     cq->queue_group = queue_group;
+    const driver::ControlToken token = state_->token(request_id, ControlOp::create_cq, 0, may_pend);
+    detail::track(*state_, token, cq.get());
+    void* driver_cq = nullptr;
+    Status status =
+        dev->config.ops->create_cq(*dev, driver::CqInit{cqe, queue_group}, token, &driver_cq);
+    const bool pending = status.code() == StatusCode::pending;
+    if (!pending) {
+        detail::untrack(*state_, token);
+        if (!status.ok()) {
+            return status;
+        }
+    }
+    cq->driver = driver_cq;
+    cq->creating = pending;
     ++state_->resources.cqs;
-    return CompletionQueue(cq.release());
+    out = CompletionQueue(cq.release());
+    return status;
 }
 
 Result<QueuePair> Context::create_qp(const QpInitAttr& init) {
+    QueuePair qp;
+    if (Status status = make_qp(qp, init, 0, false); !status.ok()) {
+        return status.error();
+    }
+    return qp;
+}
+
+Status Context::create_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t request_id) {
+    return make_qp(out, init, request_id, true);
+}
+
+Status Context::make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t request_id,
+                        bool may_pend) {
     if (!state_) {
         return Error(StatusCode::invalid_parameter, "the context is not open");
     }
@@ -201,6 +417,11 @@ Result<QueuePair> Context::create_qp(const QpInitAttr& init) {
     if (pd->context.get() != state_.get() || send_cq->context.get() != state_.get() ||
         recv_cq->context.get() != state_.get()) {
         return Error(StatusCode::invalid_parameter, "PD and CQs must belong to this context");
+    }
+    for (const CqObject* cq : {send_cq, recv_cq}) {
+        if (cq->creating || cq->driver == nullptr) {
+            return not_ready("CQ", cq->creating);
+        }
     }
     if (send_cq->queue_group != recv_cq->queue_group) {
         return Error(StatusCode::invalid_parameter,
@@ -229,27 +450,38 @@ Result<QueuePair> Context::create_qp(const QpInitAttr& init) {
     qp_init.queue_group = send_cq->queue_group;
     qp_init.caps = caps;
     qp_init.signal_all = init.signal_all;
-    auto created = dev->config.ops->create_qp(*dev, qp_init);
-    if (!created) {
-        return created.error();
-    }
     auto qp = std::make_unique<QpObject>();
+    const driver::ControlToken token = state_->token(request_id, ControlOp::create_qp, 0, may_pend);
+    detail::track(*state_, token, qp.get());
+    driver::QpCreated created;
+    Status status = dev->config.ops->create_qp(*dev, qp_init, token, created);
+    const bool pending = status.code() == StatusCode::pending;
+    if (!pending) {
+        detail::untrack(*state_, token);
+        if (!status.ok()) {
+            return status;
+        }
+    }
     qp->context = state_;
     qp->pd = pd;
     qp->send_cq = send_cq;
     qp->recv_cq = recv_cq;
-    qp->driver = created->queue;
-    qp->qpn = created->qpn;
+    qp->driver = created.queue;
+    qp->qpn = created.qpn; // a driver may assign it only when a pending create completes
     qp->type = init.type;
     qp->caps = caps;
+    qp->creating = pending;
     ++pd->qps;
     ++send_cq->qps;
     if (recv_cq != send_cq) {
         ++recv_cq->qps;
     }
     ++state_->resources.qps;
-    state_->qps.emplace(qp->qpn, qp.get());
-    return QueuePair(qp.release());
+    if (qp->qpn != 0) {
+        state_->qps.emplace(qp->qpn, qp.get());
+    }
+    out = QueuePair(qp.release());
+    return status;
 }
 
 // ---- ProtectionDomain -------------------------------------------------------------------------
@@ -287,17 +519,54 @@ Status ProtectionDomain::destroy() {
     return {};
 }
 
-Result<MemoryRegionHandle> ProtectionDomain::adopt(Result<mem::MemoryRegion*> region) {
+Status ProtectionDomain::adopt(Result<mem::MemoryRegion*> region, std::uint64_t request_id,
+                               bool may_pend, MemoryRegionHandle& out) {
     if (!region) {
         return region.error();
     }
+    ContextState& context = *pd_->context;
+    auto mr = std::make_unique<MrObject>();
+    mr->context = pd_->context;
+    mr->pd = pd_;
+    mr->region = region.value();
     ++pd_->mrs;
-    ++pd_->context->resources.mrs;
-    return MemoryRegionHandle(pd_, region.value());
+    ++context.resources.mrs;
+    driver::Device* dev = detail::live_device(context);
+    // Only a new region is news to the device; another reference to a known one is not.
+    if (dev != nullptr && dev->config.ops->register_mr != nullptr &&
+        region.value()->references() == 1) {
+        const driver::ControlToken token =
+            context.token(request_id, ControlOp::register_mr, 0, may_pend);
+        detail::track(context, token, mr.get());
+        Status status = dev->config.ops->register_mr(*dev, *region.value(), token);
+        if (status.code() == StatusCode::pending) {
+            mr->creating = true;
+            out = MemoryRegionHandle(mr.release());
+            return status;
+        }
+        detail::untrack(context, token);
+        if (!status.ok()) {
+            (void)dev->registry->deregister(region.value());
+            mr->region = nullptr;
+            (void)detail::release_mr_object(mr.release(), 0);
+            return status;
+        }
+    }
+    out = MemoryRegionHandle(mr.release());
+    return {};
 }
 
-Result<MemoryRegionHandle> ProtectionDomain::register_memory(const void* addr, std::size_t length,
-                                                             AccessFlags access) {
+Result<MemoryRegionHandle> ProtectionDomain::adopt_now(Result<mem::MemoryRegion*> region) {
+    MemoryRegionHandle handle;
+    if (Status status = adopt(std::move(region), 0, false, handle); !status.ok()) {
+        return status.error();
+    }
+    return handle;
+}
+
+Status ProtectionDomain::register_pages(MemoryRegionHandle& out, const void* addr,
+                                        std::size_t length, AccessFlags access,
+                                        std::uint64_t request_id, bool may_pend) {
     if (pd_ == nullptr) {
         return Error(StatusCode::invalid_parameter, "the PD is not allocated");
     }
@@ -310,7 +579,22 @@ Result<MemoryRegionHandle> ProtectionDomain::register_memory(const void* addr, s
     if (error != mem::PageListError::ok) {
         return mem::page_list_error(error, "register_memory");
     }
-    return adopt(dev->registry->register_pages(pd_->id, pages, access));
+    return adopt(dev->registry->register_pages(pd_->id, pages, access), request_id, may_pend, out);
+}
+
+Result<MemoryRegionHandle> ProtectionDomain::register_memory(const void* addr, std::size_t length,
+                                                             AccessFlags access) {
+    MemoryRegionHandle handle;
+    if (Status status = register_pages(handle, addr, length, access, 0, false); !status.ok()) {
+        return status.error();
+    }
+    return handle;
+}
+
+Status ProtectionDomain::register_memory(MemoryRegionHandle& out, const void* addr,
+                                         std::size_t length, AccessFlags access,
+                                         std::uint64_t request_id) {
+    return register_pages(out, addr, length, access, request_id, true);
 }
 
 Result<MemoryRegionHandle> ProtectionDomain::register_for_connection(const QueuePair& qp,
@@ -338,8 +622,8 @@ Result<MemoryRegionHandle> ProtectionDomain::register_for_connection(const Queue
     if (error != mem::PageListError::ok) {
         return mem::page_list_error(error, "register_for_connection");
     }
-    return adopt(dev->registry->register_pages(pd_->id, pages, mem::access_from_wsp(access),
-                                               mem::RegionKind::virtual_range, qp.qp_->qpn));
+    return adopt_now(dev->registry->register_pages(pd_->id, pages, mem::access_from_wsp(access),
+                                                   mem::RegionKind::virtual_range, qp.qp_->qpn));
 }
 
 Result<MemoryRegionHandle> ProtectionDomain::register_sgl(std::span<const mem::SglElement> sgl,
@@ -351,7 +635,7 @@ Result<MemoryRegionHandle> ProtectionDomain::register_sgl(std::span<const mem::S
     if (dev == nullptr) {
         return removed(*pd_->context);
     }
-    return adopt(dev->registry->register_sgl(pd_->id, sgl, page_shift, access));
+    return adopt_now(dev->registry->register_sgl(pd_->id, sgl, page_shift, access));
 }
 
 Result<MemoryRegionHandle> ProtectionDomain::get_dma_region() {
@@ -362,11 +646,12 @@ Result<MemoryRegionHandle> ProtectionDomain::get_dma_region() {
     if (dev == nullptr) {
         return removed(*pd_->context);
     }
-    return adopt(dev->registry->get_dma_region(pd_->id));
+    return adopt_now(dev->registry->get_dma_region(pd_->id));
 }
 
-Result<MemoryRegionHandle> ProtectionDomain::alloc_fast_reg_region(std::uint32_t max_pages,
-                                                                   AccessFlags allowed_access) {
+Status ProtectionDomain::alloc_fast_reg(MemoryRegionHandle& out, std::uint32_t max_pages,
+                                        AccessFlags allowed_access, std::uint64_t request_id,
+                                        bool may_pend) {
     if (pd_ == nullptr) {
         return Error(StatusCode::invalid_parameter, "the PD is not allocated");
     }
@@ -374,40 +659,65 @@ Result<MemoryRegionHandle> ProtectionDomain::alloc_fast_reg_region(std::uint32_t
     if (dev == nullptr) {
         return removed(*pd_->context);
     }
-    return adopt(dev->registry->allocate_fast_reg(pd_->id, max_pages, allowed_access));
+    return adopt(dev->registry->allocate_fast_reg(pd_->id, max_pages, allowed_access), request_id,
+                 may_pend, out);
+}
+
+Result<MemoryRegionHandle> ProtectionDomain::alloc_fast_reg_region(std::uint32_t max_pages,
+                                                                   AccessFlags allowed_access) {
+    MemoryRegionHandle handle;
+    if (Status status = alloc_fast_reg(handle, max_pages, allowed_access, 0, false); !status.ok()) {
+        return status.error();
+    }
+    return handle;
+}
+
+Status ProtectionDomain::alloc_fast_reg_region(MemoryRegionHandle& out, std::uint32_t max_pages,
+                                               AccessFlags allowed_access,
+                                               std::uint64_t request_id) {
+    return alloc_fast_reg(out, max_pages, allowed_access, request_id, true);
 }
 
 // ---- MemoryRegionHandle -----------------------------------------------------------------------
 
+MemoryRegionHandle::MemoryRegionHandle(MrObject* mr) : mr_(mr), region_(mr->region) {}
 MemoryRegionHandle::MemoryRegionHandle(MemoryRegionHandle&& other) noexcept
-    : pd_(std::exchange(other.pd_, nullptr)), region_(std::exchange(other.region_, nullptr)) {}
+    : mr_(std::exchange(other.mr_, nullptr)), region_(std::exchange(other.region_, nullptr)) {}
 MemoryRegionHandle& MemoryRegionHandle::operator=(MemoryRegionHandle&& other) noexcept {
     if (this != &other) {
-        (void)deregister();
-        pd_ = std::exchange(other.pd_, nullptr);
+        release();
+        mr_ = std::exchange(other.mr_, nullptr);
         region_ = std::exchange(other.region_, nullptr);
     }
     return *this;
 }
 MemoryRegionHandle::~MemoryRegionHandle() {
+    release();
+}
+
+void MemoryRegionHandle::release() noexcept {
+    if (mr_ != nullptr && mr_->creating) {
+        // The context deregisters it once the device has finished registering it.
+        std::exchange(mr_, nullptr)->handle_dropped = true;
+        region_ = nullptr;
+        return;
+    }
     (void)deregister();
 }
 
-Status MemoryRegionHandle::deregister() {
-    if (region_ == nullptr) {
+bool MemoryRegionHandle::ready() const noexcept {
+    return mr_ != nullptr && !mr_->creating && mr_->region != nullptr;
+}
+
+Status MemoryRegionHandle::deregister(std::uint64_t request_id) {
+    if (mr_ == nullptr) {
         return {};
     }
-    // The device may be gone; the class-owned registry is not, and releasing is always allowed.
-    driver::Device* dev = driver::device(pd_->context->device);
-    Status status;
-    if (dev != nullptr) {
-        status = dev->registry->deregister(std::exchange(region_, nullptr));
+    if (mr_->creating) {
+        return not_ready("memory region", true);
     }
     region_ = nullptr;
-    --pd_->mrs;
-    --pd_->context->resources.mrs;
-    detail::release_pd_child(std::exchange(pd_, nullptr));
-    return status;
+    return detail::release_mr_object(std::exchange(mr_, nullptr), request_id);
 }
 
 // ---- CompletionQueue --------------------------------------------------------------------------
@@ -419,7 +729,7 @@ CompletionQueue::CompletionQueue(CompletionQueue&& other) noexcept
       driver_(std::exchange(other.driver_, nullptr)) {}
 CompletionQueue& CompletionQueue::operator=(CompletionQueue&& other) noexcept {
     if (this != &other) {
-        (void)destroy();
+        release();
         cq_ = std::exchange(other.cq_, nullptr);
         device_ = other.device_;
         driver_ = std::exchange(other.driver_, nullptr);
@@ -427,9 +737,20 @@ CompletionQueue& CompletionQueue::operator=(CompletionQueue&& other) noexcept {
     return *this;
 }
 CompletionQueue::~CompletionQueue() {
-    if (cq_ != nullptr && !destroy().ok()) {
-        std::exchange(cq_, nullptr)->handle_dropped = true;
+    release();
+}
+
+void CompletionQueue::release() noexcept {
+    if (cq_ == nullptr) {
+        return;
     }
+    if (cq_->creating || cq_->qps > 0) {
+        // Destroyed by the context once created, or with its last QP.
+        driver_ = nullptr;
+        std::exchange(cq_, nullptr)->handle_dropped = true;
+        return;
+    }
+    (void)destroy();
 }
 
 std::uint32_t CompletionQueue::capacity() const {
@@ -438,23 +759,22 @@ std::uint32_t CompletionQueue::capacity() const {
 std::uint16_t CompletionQueue::queue_group() const {
     return cq_ != nullptr ? cq_->queue_group : 0;
 }
+bool CompletionQueue::ready() const noexcept {
+    return cq_ != nullptr && !cq_->creating && cq_->driver != nullptr;
+}
 
-Status CompletionQueue::destroy() {
+Status CompletionQueue::destroy(std::uint64_t request_id) {
     if (cq_ == nullptr) {
         return {};
+    }
+    if (cq_->creating) {
+        return not_ready("CQ", true);
     }
     if (cq_->qps > 0) {
         return Error(StatusCode::busy, strformat("the CQ is used by %u QPs", cq_->qps));
     }
-    std::unique_ptr<CqObject> owned(std::exchange(cq_, nullptr));
     driver_ = nullptr;
-    if (driver::Device* dev = detail::live_device(*owned->context); dev != nullptr) {
-        if (Status status = dev->config.ops->destroy_cq(*dev, owned->driver); !status.ok()) {
-            RDMADEV_LOG(WARNING, "destroy_cq: %s", status.error().to_string().c_str());
-        }
-    }
-    --owned->context->resources.cqs;
-    return {};
+    return detail::destroy_cq_object(std::exchange(cq_, nullptr), request_id);
 }
 
 // ---- QueuePair ----------------------------------------------------------------------------------
@@ -465,7 +785,7 @@ QueuePair::QueuePair(QueuePair&& other) noexcept
       driver_(std::exchange(other.driver_, nullptr)) {}
 QueuePair& QueuePair::operator=(QueuePair&& other) noexcept {
     if (this != &other) {
-        (void)destroy();
+        release();
         qp_ = std::exchange(other.qp_, nullptr);
         device_ = other.device_;
         driver_ = std::exchange(other.driver_, nullptr);
@@ -473,6 +793,15 @@ QueuePair& QueuePair::operator=(QueuePair&& other) noexcept {
     return *this;
 }
 QueuePair::~QueuePair() {
+    release();
+}
+
+void QueuePair::release() noexcept {
+    if (qp_ != nullptr && qp_->creating) {
+        driver_ = nullptr;
+        std::exchange(qp_, nullptr)->handle_dropped = true; // destroyed once created
+        return;
+    }
     (void)destroy();
 }
 
@@ -483,12 +812,16 @@ QpState QueuePair::state() const {
     // The driver's word, not the last modify's: a device moves a QP to error by itself.
     return attributes().state;
 }
+bool QueuePair::ready() const noexcept {
+    return qp_ != nullptr && !qp_->creating && qp_->driver != nullptr;
+}
 QpAttr QueuePair::attributes() const {
     if (qp_ == nullptr) {
         return {};
     }
     QpAttr attr = qp_->attr;
-    if (driver::Device* dev = detail::live_device(*qp_->context); dev != nullptr) {
+    if (driver::Device* dev = detail::live_device(*qp_->context);
+        dev != nullptr && qp_->driver != nullptr) {
         dev->config.ops->query_qp(*dev, qp_->driver, attr);
     }
     return attr;
@@ -505,6 +838,9 @@ Status QueuePair::modify(const QpAttr& attr, std::uint32_t mask, std::uint64_t r
     driver::Device* dev = detail::live_device(*qp_->context);
     if (dev == nullptr) {
         return removed(*qp_->context);
+    }
+    if (qp_->creating || qp_->driver == nullptr) {
+        return not_ready("QP", qp_->creating);
     }
     if (qp_->pending_modify || qp_->destroying) {
         return Error(
@@ -551,15 +887,17 @@ Status QueuePair::modify(const QpAttr& attr, std::uint32_t mask, std::uint64_t r
     if ((mask & qp_attr_dest_qpn) != 0 && (attr.dest_qpn & ~0xffffffU) != 0) {
         return Error(StatusCode::invalid_parameter, "QPNs are 24-bit");
     }
-    const driver::ControlToken token{qp_->context->id, request_id, ControlOp::modify_qp, qp_->qpn};
+    detail::ContextState& context = *qp_->context;
+    const driver::ControlToken token = context.token(request_id, ControlOp::modify_qp, qp_->qpn);
     qp_->pending_modify.emplace(attr, mask);
+    detail::track(context, token, qp_);
     Status status = dev->config.ops->modify_qp(*dev, qp_->driver, attr, mask, token);
     if (status.code() == StatusCode::pending) {
-        return status;
+        return status; // applied to the class's attributes when it completes
     }
+    detail::untrack(context, token);
     if (status.ok()) {
-        detail::ContextState& context = *qp_->context;
-        detail::finish_qp_request(context, token, StatusCode::ok);
+        driver::merge_qp_attr(qp_->attr, attr, mask);
     }
     qp_->pending_modify.reset();
     return status;
@@ -569,25 +907,11 @@ Status QueuePair::destroy(std::uint64_t request_id) {
     if (qp_ == nullptr) {
         return {};
     }
-    if (qp_->destroying) {
-        return Error(StatusCode::busy, "destroy is already pending");
+    if (qp_->creating) {
+        return not_ready("QP", true);
     }
     driver_ = nullptr;
-    driver::Device* dev = detail::live_device(*qp_->context);
-    if (dev == nullptr) {
-        detail::free_qp(std::exchange(qp_, nullptr));
-        return {};
-    }
-    const driver::ControlToken token{qp_->context->id, request_id, ControlOp::destroy_qp, qp_->qpn};
-    qp_->destroying = true;
-    Status status = dev->config.ops->destroy_qp(*dev, qp_->driver, token);
-    if (status.code() == StatusCode::pending) {
-        qp_ = nullptr; // the context frees it when the driver completes
-        return status;
-    }
-    // Freed whatever the driver said: the driver's object is gone either way.
-    detail::free_qp(std::exchange(qp_, nullptr));
-    return status;
+    return detail::destroy_qp_object(std::exchange(qp_, nullptr), request_id);
 }
 
 Status QueuePair::export_connection(const MemoryRegionHandle* region, void* buffer,

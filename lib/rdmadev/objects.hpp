@@ -1,6 +1,12 @@
 // Internal objects behind the public handles. A handle owns its object; every object keeps its
 // context state alive (shared_ptr), so a Context may be dropped before its children and nothing
 // dangles. Parents count their children, which is how destroy/close know to say busy.
+//
+// Pending requests (seed 003): the context keeps every request a driver returned pending in
+// `pending`, by the serial number in its ControlToken, with the object it is about; the driver's
+// complete_control() finds it there and finish_request() applies the outcome to the object (a
+// create becomes ready, a destroy frees, a modify merges its attributes). An object whose handle
+// was dropped while a request on it was pending is finished by the context the same way.
 #pragma once
 
 #include <deque>
@@ -16,22 +22,43 @@ namespace prdma::rdma::detail {
 
 struct QpObject;
 
-struct ContextState {
+struct PendingRequest {
+    driver::ControlToken token;
+    void* object = nullptr; // CqObject, QpObject or MrObject, by token.op
+};
+
+struct ContextState : std::enable_shared_from_this<ContextState> {
     std::uint32_t id = 0;
     DeviceId device = invalid_device;
     bool closed = false;
     Context::Resources resources;
     std::deque<ControlCompletion> completions;
     std::deque<Event> events;
-    std::map<std::uint32_t, QpObject*> qps; // by QPN, for completions that name a QP
+    std::map<std::uint32_t, QpObject*> qps;          // by QPN, for events that name a QP
+    std::map<std::uint64_t, PendingRequest> pending; // by token serial
+    std::uint64_t next_serial = 1;
+
+    // A token for a new request on this context.
+    driver::ControlToken token(std::uint64_t request_id, ControlOp op, std::uint32_t qpn = 0,
+                               bool may_pend = true) {
+        return {id, request_id, op, qpn, next_serial++, may_pend};
+    }
+    ContextState() = default;
+    ContextState(const ContextState&) = delete;
+    ContextState& operator=(const ContextState&) = delete;
+    ContextState(ContextState&&) = delete;
+    ContextState& operator=(ContextState&&) = delete;
     ~ContextState();
 };
 
 std::uint32_t attach_context(DeviceId device, ContextState* context);
 void detach_context(DeviceId device, std::uint32_t id);
 ContextState* find_context(DeviceId device, std::uint32_t id);
-// Applies a finished pending request to its QP (state, or freeing a destroyed QP).
-void finish_qp_request(ContextState& context, const driver::ControlToken& token, StatusCode status);
+// Applies a finished request to its object (see the top of this file). The caller keeps the
+// context alive: finishing may free the last object that holds it.
+void finish_request(ContextState& context, const driver::ControlToken& token, StatusCode status);
+// The device was removed: every request still pending completes with device_removed.
+void fail_pending_requests(ContextState& context);
 
 // What every object needs to find its device and to fail with device_removed once it is gone.
 driver::Device* live_device(const ContextState& context);
@@ -47,10 +74,12 @@ struct PdObject {
 
 struct CqObject {
     std::shared_ptr<ContextState> context;
-    void* driver = nullptr;
+    void* driver = nullptr; // null after a failed creation
     std::uint32_t cqe = 0;
     std::uint16_t queue_group = 0;
     std::uint32_t qps = 0;
+    bool creating = false; // create returned pending
+    // Dropped by its handle while QPs used it or its creation pended: destroyed when it may be.
     bool handle_dropped = false;
 };
 
@@ -59,14 +88,24 @@ struct QpObject {
     PdObject* pd = nullptr;
     CqObject* send_cq = nullptr;
     CqObject* recv_cq = nullptr;
-    void* driver = nullptr;
+    void* driver = nullptr; // null after a failed creation
     std::uint32_t qpn = 0;
     QpType type = QpType::rc;
     QpCaps caps{};
     QpAttr attr{};
     // A modify that returned pending: applied when its completion arrives.
     std::optional<std::pair<QpAttr, std::uint32_t>> pending_modify;
-    bool destroying = false; // destroy returned pending; the context frees it on completion
+    bool creating = false;       // create returned pending
+    bool handle_dropped = false; // dropped while creating: destroyed once created
+    bool destroying = false;     // destroy returned pending; the context frees it on completion
+};
+
+struct MrObject {
+    std::shared_ptr<ContextState> context;
+    PdObject* pd = nullptr;
+    mem::MemoryRegion* region = nullptr; // null after a failed registration
+    bool creating = false;               // the device's register_mr returned pending
+    bool handle_dropped = false;         // dropped while creating: deregistered once registered
 };
 
 // Frees a PD/CQ whose handle is gone once its last child is gone.
@@ -74,5 +113,10 @@ void release_pd_child(PdObject* pd);
 void release_cq_child(CqObject* cq);
 // Unlinks a QP from its PD and CQs and frees it.
 void free_qp(QpObject* qp);
+// The destroy/deregister every path shares (handle, dropped handle, finished create): ok when the
+// object is gone, pending when the driver finishes it later (the context frees it then).
+Status destroy_cq_object(CqObject* cq, std::uint64_t request_id);
+Status destroy_qp_object(QpObject* qp, std::uint64_t request_id);
+Status release_mr_object(MrObject* mr, std::uint64_t request_id);
 
 } // namespace prdma::rdma::detail

@@ -71,6 +71,10 @@ std::string_view control_op_name(ControlOp op) {
         return "destroy_cq";
     case ControlOp::register_mr:
         return "register_mr";
+    case ControlOp::create_cq:
+        return "create_cq";
+    case ControlOp::deregister_mr:
+        return "deregister_mr";
     }
     return "unknown";
 }

@@ -19,6 +19,14 @@
 namespace prdma::swroce {
 
 SwroceDevice::~SwroceDevice() {
+    // Control requests nobody will run or collect now (an owner that stopped polling).
+    const auto free_requests = [](rte_ring* ring) {
+        void* request = nullptr;
+        while (ring != nullptr && rte_ring_dequeue(ring, &request) == 0) {
+            std::unique_ptr<GroupRequest> owned(static_cast<GroupRequest*>(request));
+        }
+        rte_ring_free(ring);
+    };
     for (const auto& group : groups) {
         for (std::uint16_t i = 0; i < group->tx_backlog_count; ++i) {
             rte_pktmbuf_free(group->tx_backlog[i]); // frames that never went out
@@ -32,7 +40,10 @@ SwroceDevice::~SwroceDevice() {
             }
             rte_ring_free(group->handover);
         }
+        free_requests(group->control);
+        rte_ring_free(group->events);
     }
+    free_requests(control_done);
     if (capture != nullptr) {
         rte_pcapng_close(capture); // closes the file descriptor too
     }

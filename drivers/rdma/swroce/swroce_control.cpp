@@ -1,11 +1,15 @@
 // swroce's control path: queues, QP state changes (with ARP resolution of the peer's MAC, which
-// makes INIT->RTR pending), destroy with flush (pending while work is in flight), port queries.
+// makes INIT->RTR pending), destroy with flush (pending while work is in flight), port queries,
+// and the control requests a queue group's owner runs for it (ENGINE.md "Ownership"): once another
+// thread polls a group, creating, changing and destroying that group's CQs and QPs is pending
+// until the owner has done it between two bursts.
 #include <algorithm>
 #include <cstring>
 
 #include <rte_cycles.h>
 #include <rte_ether.h>
 #include <rte_mbuf.h>
+#include <rte_ring.h>
 
 #include <prdma/format.hpp>
 
@@ -49,40 +53,137 @@ Status query_port(Device& device, std::uint8_t port, rdma::driver::PortInfo& out
     return {};
 }
 
-Result<void*> create_cq(Device& device, const rdma::driver::CqInit& init) {
+// ---- requests for a queue group's owner -------------------------------------------------------
+
+// What a call that may not pend says when the group belongs to another thread.
+Error owned_elsewhere(unsigned group, const char* what) {
+    return {StatusCode::busy,
+            strformat("queue group %u is polled by another thread, which must %s itself: use the "
+                      "form with a request_id (it completes through poll_control)",
+                      group, what)};
+}
+
+Error pending_on_owner(unsigned group) {
+    return {StatusCode::pending,
+            strformat("queue group %u is polled by another thread; it finishes the request between "
+                      "two bursts",
+                      group)};
+}
+
+// Hands `request` to its group's owner; busy (nothing sent, the request freed) when too many are
+// out already.
+Status send_to_owner(SwroceDevice& dev, std::unique_ptr<GroupRequest> request) {
+    const unsigned group = request->group;
+    if (dev.control_in_flight >= rte_ring_get_capacity(dev.control_done) ||
+        rte_ring_mp_enqueue(dev.groups[group]->control, request.get()) != 0) {
+        return Error(StatusCode::busy,
+                     strformat("%u control requests are waiting for their queue groups' owners "
+                               "(group %u's ring holds %u); poll_control and try again",
+                               dev.control_in_flight, group, control_ring_size));
+    }
+    (void)request.release(); // back through control_done
+    ++dev.control_in_flight;
+    return {};
+}
+
+std::unique_ptr<GroupRequest> make_request(GroupWork work, unsigned group,
+                                           const ControlToken& token) {
+    auto request = std::make_unique<GroupRequest>();
+    request->work = work;
+    request->group = group;
+    request->token = token;
+    return request;
+}
+
+// ---- CQs
+// ------------------------------------------------------------------------------------------
+
+Status create_cq(Device& device, const rdma::driver::CqInit& init, const ControlToken& token,
+                 void** out) {
     SwroceDevice& dev = swroce(device);
     auto cq = std::make_unique<SwroceCq>();
     cq->device = &dev;
     cq->queue_group = init.queue_group;
     cq->ring = WorkRing<rdma::WorkCompletion>(init.cqe);
-    void* raw = cq.get();
-    dev.cqs.push_back(std::move(cq));
-    return raw;
-}
-
-Status destroy_cq(Device& device, void* cq) {
-    SwroceDevice& dev = swroce(device);
-    const auto it = std::find_if(dev.cqs.begin(), dev.cqs.end(),
-                                 [cq](const auto& owned) { return owned.get() == cq; });
-    if (it == dev.cqs.end()) {
-        return Error(StatusCode::invalid_parameter, "not a CQ of this device");
+    if (!dev.may_drive(init.queue_group)) {
+        // The CQ is written and polled by the group's owner only. Nothing of the group points at
+        // it yet, so this hop publishes nothing: it is the rule (no control thread creates or
+        // frees an object of a group another thread polls) kept without exceptions, so the
+        // owner has seen the request before the application can name the CQ in a create_qp.
+        if (!token.may_pend) {
+            return owned_elsewhere(init.queue_group, "create the CQ");
+        }
+        auto request = make_request(GroupWork::create_cq, init.queue_group, token);
+        request->cq = cq.get();
+        if (Status sent = send_to_owner(dev, std::move(request)); !sent.ok()) {
+            return sent;
+        }
+        *out = cq.get();
+        dev.cqs.push_back(std::move(cq));
+        return pending_on_owner(init.queue_group);
     }
-    dev.cqs.erase(it);
+    *out = cq.get();
+    dev.cqs.push_back(std::move(cq));
     return {};
 }
 
-Result<rdma::driver::QpCreated> create_qp(Device& device, const rdma::driver::QpInit& init) {
+void erase_cq(SwroceDevice& dev, const SwroceCq* cq) {
+    std::erase_if(dev.cqs, [cq](const auto& owned) { return owned.get() == cq; });
+}
+
+Status destroy_cq(Device& device, void* queue, const ControlToken& token) {
     SwroceDevice& dev = swroce(device);
-    const auto slot = std::find(dev.qps.begin(), dev.qps.end(), nullptr);
-    if (slot == dev.qps.end()) {
-        return Error(StatusCode::no_resources,
-                     strformat("all %u QPs of %s are in use", dev.max_qp, dev.name.c_str()));
+    auto* cq = static_cast<SwroceCq*>(queue);
+    if (std::none_of(dev.cqs.begin(), dev.cqs.end(),
+                     [cq](const auto& owned) { return owned.get() == cq; })) {
+        return Error(StatusCode::invalid_parameter, "not a CQ of this device");
     }
-    dev.qp_slots_used =
-        std::max(dev.qp_slots_used, static_cast<std::uint32_t>(slot - dev.qps.begin()) + 1);
+    if (!dev.may_drive(cq->queue_group)) {
+        // No QP uses it (the class checked), but the owner may have pushed to it last (a QP
+        // destroyed on the owner flushes into it): it is freed only after coming back.
+        if (!token.may_pend) {
+            return owned_elsewhere(cq->queue_group, "let go of the CQ");
+        }
+        auto request = make_request(GroupWork::destroy_cq, cq->queue_group, token);
+        request->cq = cq;
+        if (Status sent = send_to_owner(dev, std::move(request)); !sent.ok()) {
+            return sent;
+        }
+        return pending_on_owner(cq->queue_group);
+    }
+    erase_cq(dev, cq);
+    return {};
+}
+
+// ---- QPs
+// ------------------------------------------------------------------------------------------
+
+// Publishes a QP in its group's slot; run by whoever drives the group.
+void publish_qp(SwroceDevice& dev, std::unique_ptr<SwroceQp>& qp) noexcept {
+    const std::uint32_t slot = qp->qpn - first_qpn;
+    QueueGroupState& group = *dev.groups[qp->queue_group];
+    group.qp_slot_end = std::max(group.qp_slot_end, slot + 1);
+    dev.qps[slot] = std::move(qp);
+}
+
+Status create_qp(Device& device, const rdma::driver::QpInit& init, const ControlToken& token,
+                 rdma::driver::QpCreated& out) {
+    SwroceDevice& dev = swroce(device);
+    const unsigned group = init.queue_group;
+    const auto first = dev.qp_slot_taken.begin() + dev.first_slot(group);
+    const auto slot = std::find(first, first + dev.qps_per_group, false);
+    if (slot == first + dev.qps_per_group) {
+        return Error(StatusCode::no_resources,
+                     strformat("all %u QPs of queue group %u of %s are in use", dev.qps_per_group,
+                               group, dev.name.c_str()));
+    }
+    const bool owned_by_other = !dev.may_drive(group);
+    if (owned_by_other && !token.may_pend) {
+        return owned_elsewhere(group, "add the QP to its table");
+    }
     auto qp = std::make_unique<SwroceQp>();
     qp->device = &dev;
-    qp->qpn = first_qpn + static_cast<std::uint32_t>(slot - dev.qps.begin());
+    qp->qpn = first_qpn + static_cast<std::uint32_t>(slot - dev.qp_slot_taken.begin());
     qp->pd = init.pd;
     qp->send_cq = static_cast<SwroceCq*>(init.send_cq);
     qp->recv_cq = static_cast<SwroceCq*>(init.recv_cq);
@@ -91,17 +192,36 @@ Result<rdma::driver::QpCreated> create_qp(Device& device, const rdma::driver::Qp
     qp->signal_all = init.signal_all;
     qp->receive_queue = WorkRing<RecvWqe>(init.caps.max_recv_wr);
     qp->send_queue = WorkRing<SendWqe>(init.caps.max_send_wr);
-    rdma::driver::QpCreated created{qp.get(), qp->qpn};
-    *slot = std::move(qp);
-    return created;
+    const rdma::driver::QpCreated created{qp.get(), qp->qpn};
+    if (owned_by_other) {
+        // The group's progress scans its slots and its rx path looks QPs up there: only the owner
+        // may write a slot while it polls.
+        auto request = make_request(GroupWork::create_qp, group, token);
+        request->token.qpn = qp->qpn;
+        request->qp = qp.get();
+        request->qp_storage = std::move(qp);
+        if (Status sent = send_to_owner(dev, std::move(request)); !sent.ok()) {
+            return sent;
+        }
+        *slot = true;
+        out = created;
+        return pending_on_owner(group);
+    }
+    *slot = true;
+    publish_qp(dev, qp);
+    out = created;
+    return {};
 }
 
 void free_qp(SwroceDevice& dev, SwroceQp* qp) {
-    dev.qps[qp->qpn - first_qpn].reset();
+    const std::uint32_t slot = qp->qpn - first_qpn;
+    dev.qps[slot].reset();
+    dev.qp_slot_taken[slot] = false;
 }
 
-// Applies a checked modify (the class verified the transition and the mask).
-void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) {
+// Applies a checked modify (the class verified the transition and the mask); run by whoever
+// drives the QP's group. No allocation: an owner runs it between bursts.
+void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) noexcept {
     rdma::driver::merge_qp_attr(qp.attr, attr, mask);
     if ((mask & rdma::qp_attr_sq_psn) != 0) {
         qp.send_psn = attr.sq_psn;
@@ -124,6 +244,7 @@ void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) {
     qp.state = attr.state;
     if (attr.state == rdma::QpState::err) {
         flush_queues(qp);
+        report_error_state(qp, false); // the application's own ERR: last WQE, not fatal
     } else if (attr.state == rdma::QpState::reset) {
         // RESET forgets queued work without completing it (IBTA 10.3.1).
         qp.receive_queue.clear();
@@ -137,7 +258,26 @@ void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) {
         qp.nak_sent = false;
         qp.ack_pending = false;
         qp.msn = 0;
+        qp.error_reported = false;
     }
+}
+
+// Applies a modify now when this thread may drive the QP's group (ok), or sends it to the owner
+// (pending; the owner's completion carries `token`).
+Status apply_or_send_modify(SwroceDevice& dev, SwroceQp& qp, const rdma::QpAttr& attr,
+                            std::uint32_t mask, const ControlToken& token) {
+    if (dev.may_drive(qp.queue_group)) {
+        apply_modify(qp, attr, mask);
+        return {};
+    }
+    auto request = make_request(GroupWork::modify_qp, qp.queue_group, token);
+    request->qp = &qp;
+    request->attr = attr;
+    request->mask = mask;
+    if (Status sent = send_to_owner(dev, std::move(request)); !sent.ok()) {
+        return sent;
+    }
+    return pending_on_owner(qp.queue_group);
 }
 
 Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, std::uint32_t mask,
@@ -163,8 +303,7 @@ Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, std::uin
         if (auto mac = dev.arp->lookup(ip, now)) {
             rdma::QpAttr resolved = attr;
             resolved.dest_mac = *mac;
-            apply_modify(qp, resolved, mask);
-            return {};
+            return apply_or_send_modify(dev, qp, resolved, mask, token);
         }
         ArpFrame frame;
         switch (dev.arp->request(ip, now, frame)) {
@@ -184,15 +323,34 @@ Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, std::uin
         dev.pending_rtr.push_back(PendingRtr{&qp, token, ip, attr, mask});
         return Error(StatusCode::pending, "resolving the peer's MAC address with ARP");
     }
-    apply_modify(qp, attr, mask);
-    return {};
+    return apply_or_send_modify(dev, qp, attr, mask, token);
 }
 
 Status destroy_qp(Device& device, void* queue, const ControlToken& token) {
     SwroceDevice& dev = swroce(device);
     auto* qp = static_cast<SwroceQp*>(queue);
-    // A pending RTR of this QP will never finish now.
-    std::erase_if(dev.pending_rtr, [qp](const PendingRtr& p) { return p.qp == qp; });
+    // A pending RTR of this QP will never finish now: it ends here, before the destroy.
+    std::vector<PendingRtr> cancelled;
+    std::erase_if(dev.pending_rtr, [&](const PendingRtr& p) {
+        if (p.qp != qp) {
+            return false;
+        }
+        cancelled.push_back(p);
+        return true;
+    });
+    for (const PendingRtr& rtr : cancelled) {
+        rdma::driver::complete_control(device, rtr.token, StatusCode::not_connected,
+                                       "the QP was destroyed before its peer's MAC was resolved");
+    }
+    if (!dev.may_drive(qp->queue_group)) {
+        // Its owner flushes it and takes it out of the table; it is freed when it comes back.
+        auto request = make_request(GroupWork::destroy_qp, qp->queue_group, token);
+        request->qp = qp;
+        if (Status sent = send_to_owner(dev, std::move(request)); !sent.ok()) {
+            return sent;
+        }
+        return pending_on_owner(qp->queue_group);
+    }
     if (qp->receive_queue.empty() && qp->send_queue.empty()) {
         free_qp(dev, qp);
         return {};
@@ -217,8 +375,14 @@ void finish_rtr(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> m
     for (PendingRtr& pending : done) {
         if (mac) {
             pending.attr.dest_mac = *mac;
-            apply_modify(*pending.qp, pending.attr, pending.mask);
-            rdma::driver::complete_control(device, pending.token, StatusCode::ok);
+            // The QP's group may have been claimed by a thread since the request started.
+            Status applied =
+                apply_or_send_modify(dev, *pending.qp, pending.attr, pending.mask, pending.token);
+            if (applied.code() != StatusCode::pending) {
+                rdma::driver::complete_control(device, pending.token, applied.code(),
+                                               applied.ok() ? std::string()
+                                                            : applied.error().message());
+            }
         } else {
             char text[16] = {};
             std::snprintf(text, sizeof(text), "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 0xff,
@@ -245,6 +409,60 @@ void poll_arp(SwroceDevice& dev, std::uint64_t now) {
     }
 }
 
+// ---- memory -------------------------------------------------------------------------------------
+//
+// The class's MemoryRegistry (keys and translation tables) is device-wide, not per group: every
+// group's data path checks keys in it, so no single owner can take a registration over for the
+// others. Registration: swroce has no copy of its own to load (register_mr is null) and the class
+// publishes the new key from the control thread at once. That is safe for every correct user (no
+// one can name the new key before the call returns it); a stale or forged key probing the index
+// meanwhile meets an entry whose fields were written before its state turned valid. That ordering
+// is program order only (the KeyTable uses no atomics): x86-TSO keeps it; a weakly ordered CPU
+// would need a release store / acquire load on the entry's state (a lib/mem follow-up).
+//
+// Deregistration is where the device must really wait: a polling thread may be in the middle of a
+// burst that already checked the key and is about to translate through the region's table. The
+// class retires the region (the key is dead at once) and swroce asks every group another thread
+// owns for a quiescent point — a `quiesce` request that comes back only after that owner has
+// finished the burst it was in. When all are back, the table is freed. (A key a QP cached across
+// bursts, in a queued WQE or a READ being answered, is not covered: deregistering a region with
+// work in flight on it is the application's error, as with any verbs device.)
+
+void ask_for_quiescence(SwroceDevice& dev, QuiesceWait& wait) {
+    std::vector<unsigned> unsent;
+    for (unsigned group : wait.unsent) {
+        auto request = make_request(GroupWork::quiesce, group, wait.token);
+        request->wait = &wait;
+        if (send_to_owner(dev, std::move(request)).ok()) {
+            ++wait.outstanding;
+        } else {
+            unsent.push_back(group); // asked again on the next control progress
+        }
+    }
+    wait.unsent.swap(unsent);
+}
+
+Status deregister_mr(Device& device, const mem::MemoryRegion&, const ControlToken& token) {
+    SwroceDevice& dev = swroce(device);
+    auto wait = std::make_unique<QuiesceWait>();
+    wait->token = token;
+    for (unsigned group = 0; group < dev.groups.size(); ++group) {
+        if (!dev.may_drive(group)) {
+            wait->unsent.push_back(group);
+        }
+    }
+    if (wait->unsent.empty()) {
+        return {}; // every data path of the device runs on this thread, between bursts now
+    }
+    ask_for_quiescence(dev, *wait);
+    dev.quiesces.push_back(std::move(wait));
+    return Error(StatusCode::pending,
+                 "other threads poll this device: the region's table is freed once each has "
+                 "finished the burst it was in");
+}
+
+// ---- control progress ---------------------------------------------------------------------------
+
 // Port events (ibv_async_event PORT_ACTIVE / PORT_ERR) when the link changes.
 void watch_link(Device& device) {
     SwroceDevice& dev = swroce(device);
@@ -253,6 +471,65 @@ void watch_link(Device& device) {
         dev.link_was_up = up;
         rdma::driver::raise_event(
             device, up ? rdma::EventType::port_active : rdma::EventType::port_error, 1);
+    }
+}
+
+// Requests the owners have run: free what they handed back and complete them.
+void collect_group_requests(Device& device) {
+    SwroceDevice& dev = swroce(device);
+    std::array<void*, 32> done{};
+    unsigned n = 0;
+    while ((n = rte_ring_dequeue_burst(dev.control_done, done.data(), done.size(), nullptr)) > 0) {
+        for (unsigned i = 0; i < n; ++i) {
+            std::unique_ptr<GroupRequest> request(static_cast<GroupRequest*>(done[i]));
+            --dev.control_in_flight;
+            switch (request->work) {
+            case GroupWork::destroy_cq:
+                erase_cq(dev, request->cq);
+                break;
+            case GroupWork::destroy_qp:
+                dev.qp_slot_taken[request->qp->qpn - first_qpn] = false;
+                request->qp_storage.reset(); // the owner took it out of the table
+                break;
+            case GroupWork::quiesce: {
+                QuiesceWait* wait = request->wait;
+                if (--wait->outstanding == 0 && wait->unsent.empty()) {
+                    const ControlToken token = wait->token;
+                    std::erase_if(dev.quiesces, [wait](const auto& w) { return w.get() == wait; });
+                    rdma::driver::complete_control(device, token, StatusCode::ok);
+                }
+                continue;
+            }
+            case GroupWork::create_cq:
+            case GroupWork::create_qp:
+            case GroupWork::modify_qp:
+                break;
+            }
+            rdma::driver::complete_control(device, request->token, StatusCode::ok);
+        }
+    }
+    // Quiescence requests a full ring turned away, asked again.
+    for (const auto& wait : dev.quiesces) {
+        if (!wait->unsent.empty()) {
+            ask_for_quiescence(dev, *wait);
+        }
+    }
+}
+
+// QP events the data paths recorded, raised on the control path (raise_event locks).
+void raise_recorded_events(Device& device) {
+    SwroceDevice& dev = swroce(device);
+    std::array<void*, 32> events{};
+    for (const auto& group : dev.groups) {
+        unsigned n = 0;
+        while ((n = rte_ring_dequeue_burst(group->events, events.data(), events.size(), nullptr)) >
+               0) {
+            for (unsigned i = 0; i < n; ++i) {
+                const auto word = reinterpret_cast<std::uintptr_t>(events[i]);
+                rdma::driver::raise_event(device, static_cast<rdma::EventType>(word >> 24), 0,
+                                          static_cast<std::uint32_t>(word & 0xffffff));
+            }
+        }
     }
 }
 
@@ -270,14 +547,26 @@ void control_progress(Device& device) {
         poll_arp(dev, rte_get_tsc_cycles());
     }
     // Destroys wait until their queued work is flushed to the CQs; the flush happens here, on the
-    // caller's poll, so the completions are visible before the destroy completes.
+    // caller's poll, so the completions are visible before the destroy completes. A group claimed
+    // by a thread since the destroy began gets it done by its owner instead.
     std::vector<PendingDestroy> destroys;
     destroys.swap(dev.pending_destroy);
     for (PendingDestroy& pending : destroys) {
+        if (!dev.may_drive(pending.qp->queue_group)) {
+            auto request =
+                make_request(GroupWork::destroy_qp, pending.qp->queue_group, pending.token);
+            request->qp = pending.qp;
+            if (!send_to_owner(dev, std::move(request)).ok()) {
+                dev.pending_destroy.push_back(pending); // the ring is full: next time
+            }
+            continue;
+        }
         flush_queues(*pending.qp);
         free_qp(dev, pending.qp);
         rdma::driver::complete_control(device, pending.token, StatusCode::ok);
     }
+    collect_group_requests(device);
+    raise_recorded_events(device);
 }
 
 std::uint32_t qp_send_psn(Device&, void* queue) {
@@ -314,6 +603,7 @@ void append_counters(const std::string& prefix, const SwroceCounters& c,
         {"tx_deferred", c.tx_deferred},
         {"steering_misses", c.steering_misses},
         {"handover_dropped", c.handover_dropped},
+        {"events_dropped", c.events_dropped},
         {"arp_requests_sent", c.arp_requests_sent},
         {"arp_replies_sent", c.arp_replies_sent},
         {"arp_resolved", c.arp_resolved},
@@ -341,6 +631,7 @@ SwroceCounters& operator+=(SwroceCounters& sum, const SwroceCounters& g) {
     sum.tx_deferred += g.tx_deferred;
     sum.steering_misses += g.steering_misses;
     sum.handover_dropped += g.handover_dropped;
+    sum.events_dropped += g.events_dropped;
     sum.arp_requests_sent += g.arp_requests_sent;
     sum.arp_replies_sent += g.arp_replies_sent;
     sum.arp_resolved += g.arp_resolved;
@@ -360,8 +651,8 @@ void stats(Device& device, std::vector<rdma::Counter>& out) {
     for (std::size_t g = 0; g < dev.groups.size(); ++g) {
         append_counters("group" + std::to_string(g) + "_", dev.groups[g]->counters, out);
     }
-    for (std::uint32_t slot = 0; slot < dev.qp_slots_used; ++slot) {
-        const SwroceQp* qp = dev.qps[slot].get();
+    for (const auto& owned : dev.qps) {
+        const SwroceQp* qp = owned.get();
         if (qp == nullptr) {
             continue;
         }
@@ -449,9 +740,77 @@ void flush_queues(SwroceQp& qp) noexcept {
     qp.retransmit_deadline = 0;
 }
 
+void report_error_state(SwroceQp& qp, bool fatal) noexcept {
+    if (qp.error_reported || qp.destroying) {
+        return;
+    }
+    qp.error_reported = true;
+    QueueGroupState& group = *qp.device->groups[qp.queue_group];
+    const auto record = [&](rdma::EventType type) {
+        const std::uintptr_t word =
+            (std::uintptr_t{static_cast<std::uint8_t>(type)} << 24) | (qp.qpn & 0xffffffU);
+        if (rte_ring_enqueue(group.events, reinterpret_cast<void*>(word)) != 0) {
+            ++group.counters.events_dropped;
+        }
+    };
+    if (fatal) {
+        record(rdma::EventType::qp_fatal);
+    }
+    // flush_queues has just completed every receive WQE: the last one is reached now.
+    record(rdma::EventType::qp_last_wqe_reached);
+}
+
+void run_group_requests(SwroceDevice& dev, unsigned group) noexcept {
+    QueueGroupState& state = *dev.groups[group];
+    std::array<void*, 16> requests{};
+    const unsigned n =
+        rte_ring_sc_dequeue_burst(state.control, requests.data(), requests.size(), nullptr);
+    if (PRDMA_LIKELY(n == 0)) {
+        return;
+    }
+    for (unsigned i = 0; i < n; ++i) {
+        auto& request = *static_cast<GroupRequest*>(requests[i]);
+        switch (request.work) {
+        case GroupWork::create_qp:
+            publish_qp(dev, request.qp_storage);
+            break;
+        case GroupWork::modify_qp:
+            apply_modify(*request.qp, request.attr, request.mask);
+            break;
+        case GroupWork::destroy_qp: {
+            SwroceQp& qp = *request.qp;
+            qp.destroying = true;
+            qp.state = rdma::QpState::err;
+            flush_queues(qp); // the flush completions are in the CQs before the destroy completes
+            request.qp_storage =
+                std::move(dev.qps[qp.qpn - first_qpn]); // freed by the control path
+            break;
+        }
+        case GroupWork::create_cq:
+        case GroupWork::destroy_cq:
+        case GroupWork::quiesce:
+            break; // see GroupWork: coming back is the point
+        }
+    }
+    // The ring has room for every request out (send_to_owner caps them), so this never fails.
+    (void)rte_ring_mp_enqueue_burst(dev.control_done, requests.data(), n, nullptr);
+}
+
+// Designated, so a reader sees which function is which op.
 const rdma::driver::DeviceOps swroce_ops = {
-    query_port,       create_cq,   destroy_cq, create_qp,    modify_qp, destroy_qp,
-    control_progress, qp_send_psn, query_qp,   close_device, stats,
+    .query_port = query_port,
+    .create_cq = create_cq,
+    .destroy_cq = destroy_cq,
+    .create_qp = create_qp,
+    .modify_qp = modify_qp,
+    .destroy_qp = destroy_qp,
+    .register_mr = nullptr, // the engine reads the class's registry itself: see "memory" above
+    .deregister_mr = deregister_mr,
+    .control_progress = control_progress,
+    .qp_send_psn = qp_send_psn,
+    .query_qp = query_qp,
+    .close = close_device,
+    .stats = stats,
 };
 
 } // namespace prdma::swroce

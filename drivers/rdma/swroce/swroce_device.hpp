@@ -143,6 +143,7 @@ struct SwroceQp {
     std::uint8_t ack_syndrome = 0;
     StatusCode post_error = StatusCode::ok; // why the last post took fewer WRs than offered
     bool destroying = false;
+    bool error_reported = false; // qp_fatal / last_wqe_reached recorded for this entry into ERR
 };
 
 struct PendingRtr {
@@ -157,6 +158,45 @@ struct PendingDestroy {
     SwroceQp* qp = nullptr;
     rdma::driver::ControlToken token;
 };
+
+// Control requests for a queue group's owner (ENGINE.md "Ownership"). Once a thread other than the
+// caller polls a group, the control path no longer writes or frees anything of that group: it
+// allocates what the request needs, enqueues the request on the group's `control` ring and returns
+// pending; the owner executes it between bursts in progress_group (no allocation, no lock, no
+// system call) and hands it back through the device's `control_done` ring; control_progress frees
+// what is left and calls complete_control. A request is made and freed on the control path only.
+enum class GroupWork : std::uint8_t {
+    create_cq,  // nothing to publish: the hop orders the CQ's first use with its creation
+    destroy_cq, // nothing to unpublish: the hop orders its freeing after the owner's last touch
+    create_qp,  // the owner moves `qp_storage` into its QP table slot
+    modify_qp,  // the owner applies `attr`/`mask` to `qp`
+    destroy_qp, // the owner flushes `qp` and moves it out of its slot into `qp_storage`
+    quiesce,    // nothing: coming back proves the owner finished the burst it was in (MR free)
+};
+
+struct QuiesceWait;
+
+struct GroupRequest {
+    GroupWork work = GroupWork::quiesce;
+    unsigned group = 0;
+    rdma::driver::ControlToken token;
+    SwroceCq* cq = nullptr;
+    SwroceQp* qp = nullptr;
+    std::unique_ptr<SwroceQp> qp_storage;
+    rdma::QpAttr attr{};
+    std::uint32_t mask = 0;
+    QuiesceWait* wait = nullptr;
+};
+
+// A deregistration waiting until every group another thread owns has passed a quiescent point.
+struct QuiesceWait {
+    rdma::driver::ControlToken token;
+    std::vector<unsigned> unsent; // groups whose control ring was full: asked again later
+    unsigned outstanding = 0;     // requests sent and not back yet
+};
+
+inline constexpr unsigned control_ring_size = 256; // per group
+inline constexpr unsigned event_ring_size = 512;   // per group
 
 struct SwroceCounters {
     std::uint64_t rx_packets = 0;
@@ -180,6 +220,7 @@ struct SwroceCounters {
     std::uint64_t tx_deferred = 0;             // ... kept in the backlog for the next progress
     std::uint64_t steering_misses = 0;         // frames for another group's QP, handed over
     std::uint64_t handover_dropped = 0;        // ... when that group's handover ring was full
+    std::uint64_t events_dropped = 0;          // QP events lost to a full event ring
 };
 
 // One queue group: one rx/tx queue pair of the port, polled by one thread (DESIGN "Fast path
@@ -192,6 +233,13 @@ struct QueueGroupState {
     // retransmissions.
     std::array<rte_mbuf*, 128> tx_backlog{};
     std::uint16_t tx_backlog_count = 0;
+    // GroupRequests for the owner: any control thread enqueues, only the owner dequeues.
+    ::rte_ring* control = nullptr;
+    // QP events the data path recorded ((type << 24) | qpn), raised by control_progress.
+    ::rte_ring* events = nullptr;
+    // One past the highest slot of this group's QP range ever published: what progress scans.
+    // Written by whoever drives the group, like the slots themselves.
+    std::uint32_t qp_slot_end = 0;
     // The thread that polls this group (0 until one does); the control path drives only groups
     // nobody claimed, or that its own thread claimed.
     std::atomic<std::uintptr_t> owner{0};
@@ -215,14 +263,22 @@ struct SwroceDevice {
     rdma::Mtu path_mtu = rdma::Mtu::mtu_1024;
     std::uint64_t tsc_hz = 0;
     std::uint32_t max_qp = 0;
-    // Index = qpn - first_qpn. Sized to max_qp at probe and never resized: the data path reads it
-    // while the control path fills slots.
+    // Index = qpn - first_qpn. Sized to max_qp at probe and never resized. Queue group g owns the
+    // slots [g * qps_per_group, (g + 1) * qps_per_group): the QPN says which group a QP is on, so a
+    // group steers a frame to another without reading that group's slots, and each slot is
+    // written only by whoever drives its group (the owner, or the control path when it may).
     std::vector<std::unique_ptr<SwroceQp>> qps;
-    std::uint32_t qp_slots_used = 0; // one past the highest slot ever used: what progress scans
+    std::uint32_t qps_per_group = 0;
+    std::vector<bool> qp_slot_taken; // control path: slots given to QPs (published or pending)
     std::vector<std::unique_ptr<QueueGroupState>> groups;
     std::vector<std::unique_ptr<SwroceCq>> cqs;
     std::vector<PendingRtr> pending_rtr;
     std::vector<PendingDestroy> pending_destroy;
+    // Finished GroupRequests on their way back from the owners (multi-producer), and how many
+    // requests are out (capped at the ring's size so an owner never finds it full).
+    ::rte_ring* control_done = nullptr;
+    unsigned control_in_flight = 0;
+    std::vector<std::unique_ptr<QuiesceWait>> quiesces;
     bool link_was_up = false;     // last link state reported, for port_active / port_error events
     std::uint64_t drop_state = 0; // xorshift64 state of the drop= devarg, seeded by seed=
     // pcap=: every RoCE frame received and transmitted, in pcapng (a debugging aid: the copy and
@@ -244,6 +300,13 @@ struct SwroceDevice {
     [[nodiscard]] SwroceQp* qp_by_number(std::uint32_t qpn) noexcept {
         const std::uint32_t index = qpn - first_qpn;
         return qpn >= first_qpn && index < qps.size() ? qps[index].get() : nullptr;
+    }
+    // The queue group whose QP range holds `qpn` (>= groups.size() for no group).
+    [[nodiscard]] unsigned group_of_qpn(std::uint32_t qpn) const noexcept {
+        return qpn >= first_qpn ? (qpn - first_qpn) / qps_per_group : ~0U;
+    }
+    [[nodiscard]] std::uint32_t first_slot(unsigned group) const noexcept {
+        return group * qps_per_group;
     }
 };
 
@@ -275,6 +338,13 @@ std::uint16_t swroce_poll_cq(void* queue, rdma::WorkCompletion* wcs, std::uint16
 
 // Moves every queued WR of `qp` to its CQs as a flush error (QP in ERR, or being destroyed).
 void flush_queues(SwroceQp& qp) noexcept;
+// The QP has just entered ERR and its receive queue is flushed: records qp_fatal (when the device
+// found the error itself) and qp_last_wqe_reached on its group's event ring, once per entry into
+// ERR, for control_progress to raise. Data-path safe: no lock, no allocation.
+void report_error_state(SwroceQp& qp, bool fatal) noexcept;
+// Runs the control requests waiting for queue group `group`'s owner (swroce_control.cpp); called
+// by progress_group on whichever thread drives the group.
+void run_group_requests(SwroceDevice& dev, unsigned group) noexcept;
 
 // pcap= capture (swroce_capture.cpp): opens the file at probe; `capture_frames` copies and writes
 // a burst (no-op when capture is off).

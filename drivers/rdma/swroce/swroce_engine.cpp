@@ -213,6 +213,7 @@ void fail_qp(SwroceQp& qp, rdma::WcStatus status, std::uint32_t vendor_error = 0
     qp.state = rdma::QpState::err;
     qp.attr.state = rdma::QpState::err;
     flush_queues(qp);
+    report_error_state(qp, true);
 }
 
 // Checks every SGE's lkey once, when the WQE is first transmitted.
@@ -880,19 +881,21 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
     if (!handed_over) {
         capture_frames(dev, group, &mbuf, 1, false);
     }
+    const unsigned target = dev.group_of_qpn(frame.bth.dest_qp);
+    if (PRDMA_UNLIKELY(target != group && target < dev.groups.size())) {
+        // The port's steering put it on our queue; the QP's own lcore takes it from its ring. The
+        // QPN names the group: another group's QP table is never read here.
+        ++counters.steering_misses;
+        if (rte_ring_enqueue(dev.groups[target]->handover, mbuf) == 0) {
+            return true;
+        }
+        ++counters.handover_dropped; // the retransmission timer recovers it
+        return false;
+    }
     SwroceQp* qp = dev.qp_by_number(frame.bth.dest_qp);
     if (qp == nullptr || qp->destroying || qp->state == rdma::QpState::reset ||
         qp->state == rdma::QpState::init) {
         ++counters.rx_unknown_qp;
-        return false;
-    }
-    if (PRDMA_UNLIKELY(qp->queue_group != group)) {
-        // The port's steering put it on our queue; the QP's own lcore takes it from its ring.
-        ++counters.steering_misses;
-        if (rte_ring_enqueue(dev.groups[qp->queue_group]->handover, mbuf) == 0) {
-            return true;
-        }
-        ++counters.handover_dropped; // the retransmission timer recovers it
         return false;
     }
     ++qp->counters.rx_packets;
@@ -1018,6 +1021,9 @@ bool drop_injected(SwroceDevice& dev, SwroceCounters& counters) noexcept {
 } // namespace
 
 void progress_group(SwroceDevice& dev, unsigned group) noexcept {
+    // Control requests first (a QP created for this group takes part in this very burst; one being
+    // destroyed is gone before the scan).
+    run_group_requests(dev, group);
     std::array<rte_mbuf*, burst_size> mbufs{};
     const std::uint64_t now = rte_get_tsc_cycles();
     QueueGroupState& state = *dev.groups[group];
@@ -1050,7 +1056,7 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept {
         return;
     }
     TxBatch tx;
-    for (std::uint32_t slot = 0; slot < dev.qp_slots_used; ++slot) {
+    for (std::uint32_t slot = dev.first_slot(group); slot < state.qp_slot_end; ++slot) {
         SwroceQp* qp = dev.qps[slot].get();
         if (qp == nullptr || qp->queue_group != group || qp->destroying) {
             continue;

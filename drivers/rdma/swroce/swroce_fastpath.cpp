@@ -142,6 +142,7 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
             qp.state = rdma::QpState::err;
             qp.attr.state = rdma::QpState::err;
             flush_queues(qp);
+            report_error_state(qp, true);
             return static_cast<std::uint16_t>(taken + 1);
         }
         // NDK DEFER: queue now, transmit with the next post that rings.

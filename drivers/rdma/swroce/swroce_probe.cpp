@@ -84,21 +84,45 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
     dev->path_mtu = dev->args.mtu ? static_cast<rdma::Mtu>(std::countr_zero(*dev->args.mtu) - 7)
                                   : rdma::mtu_for_ethernet(dev->port.ethernet_mtu());
     dev->gid = gid_from_ip(dev->args.ip);
+    // Each queue group gets an equal range of QPNs (see SwroceDevice::qps).
+    dev->qps_per_group = dev->max_qp / dev->port.queue_groups();
+    dev->max_qp = dev->qps_per_group * dev->port.queue_groups();
     dev->qps.resize(dev->max_qp);
+    dev->qp_slot_taken.resize(dev->max_qp);
+    // DPDK ring names are global and short: a per-process serial keeps them apart.
+    static unsigned ring_serial = 0;
+    const unsigned serial = ring_serial++;
+    const auto make_ring = [&](const char* what, unsigned group, unsigned size,
+                               unsigned flags) -> rte_ring* {
+        const std::string ring = strformat("sw%s%u_%u", what, group, serial);
+        rte_ring* made = rte_ring_create(ring.c_str(), size, dev->port.socket(), flags);
+        if (made == nullptr) {
+            rdma::driver::report_probe_error(
+                name, Error(StatusCode::no_resources,
+                            strformat("cannot create the %s ring of queue group %u: %s", what,
+                                      group, rte_strerror(rte_errno))));
+        }
+        return made;
+    };
     for (unsigned group = 0; group < dev->port.queue_groups(); ++group) {
         auto state = std::make_unique<QueueGroupState>();
         // Any group may hand a frame to this one (multi-producer); only its owner takes (single).
-        const std::string ring = "hov_" + std::to_string(group) + "_" + dev->name;
-        state->handover = rte_ring_create(ring.substr(0, RTE_RING_NAMESIZE - 1).c_str(), 1024,
-                                          dev->port.socket(), RING_F_SC_DEQ);
-        if (state->handover == nullptr) {
-            rdma::driver::report_probe_error(
-                name, Error(StatusCode::no_resources,
-                            strformat("cannot create the handover ring of queue group %u: %s",
-                                      group, rte_strerror(rte_errno))));
+        state->handover = make_ring("hov", group, 1024, RING_F_SC_DEQ);
+        // Control requests: any control thread enqueues, the owner dequeues.
+        state->control = make_ring("ctl", group, control_ring_size, RING_F_SC_DEQ);
+        state->events = make_ring("evt", group, event_ring_size, 0);
+        const bool made =
+            state->handover != nullptr && state->control != nullptr && state->events != nullptr;
+        dev->groups.push_back(std::move(state));
+        if (!made) {
             return -ENOMEM;
         }
-        dev->groups.push_back(std::move(state));
+    }
+    // Room for every request that can be out, so an owner never finds it full.
+    dev->control_done =
+        make_ring("done", 0, rte_align32pow2(control_ring_size * dev->port.queue_groups()), 0);
+    if (dev->control_done == nullptr) {
+        return -ENOMEM;
     }
     // xorshift64 must not start at zero.
     dev->drop_state = dev->args.seed != 0 ? dev->args.seed : 0x9e3779b97f4a7c15ULL;

@@ -55,6 +55,8 @@ public:
     [[nodiscard]] std::uint32_t max_pages() const noexcept { return max_pages_; }
     [[nodiscard]] AccessFlags allowed_access() const noexcept { return allowed_access_; }
     [[nodiscard]] bool valid() const noexcept;
+    // Deregistered, waiting for MemoryRegistry::reclaim (see retire()).
+    [[nodiscard]] bool retired() const noexcept { return retired_; }
 
     // Writes the remote descriptor into `buffer` (seed 002): *length is the buffer's size on the
     // way in and the descriptor's size on the way out. Too small: buffer_too_small and *length set
@@ -82,6 +84,7 @@ private:
     std::uint32_t max_pages_ = 0;
     AccessFlags allowed_access_ = access_none;
     int last_fast_reg_variant_ = -1; // -1: never fast-registered
+    bool retired_ = false;
     std::unique_ptr<TranslationTable> table_;
 };
 

@@ -35,6 +35,7 @@ enum class FastRegResult : std::uint8_t {
     access_violation,    // remote access asked of an MR not initialised for it (seed 001)
     bad_access,          // the access mask breaks the IBTA rules
     bad_page_list,       // see the PageListError
+    retired,             // the region is being deregistered (retire() ran): it takes no new pages
 };
 
 std::string_view fast_reg_result_name(FastRegResult result);
@@ -92,6 +93,15 @@ public:
     Status reregister(MemoryRegion& region, AccessFlags access);
     // Drops one reference; the last one frees the key and the translation table.
     Status deregister(MemoryRegion* region);
+    // deregister() in two steps, for a device whose data path may still hold the region's key
+    // entry or table when it is deregistered (a polling thread in the middle of a burst on
+    // another core). retire() drops one reference; for the last one it takes the region out of
+    // deduplication and invalidates its key (the variant moves on: no new access validates, no
+    // FAST_REG revives it) but keeps the key index allocated and the translation table alive, and
+    // sets `last`. reclaim() frees both, once the device knows no data path can still be using
+    // them. Control path; the same thread rules as every registration call.
+    Status retire(MemoryRegion* region, bool& last);
+    void reclaim(MemoryRegion* region);
 
     // Fast path. `new_key` must keep the region's index; its variant becomes the key's (seed 001).
     FastRegResult fast_register(MemoryRegion& region, std::uint32_t pd, MemoryKey new_key,

@@ -56,35 +56,59 @@ struct QpCreated {
     std::uint32_t qpn = 0;
 };
 
-// Identifies a pending control request; the driver reports its end with complete_control().
+// Identifies a control request; a driver that returns pending keeps a copy and reports the end
+// with complete_control(token) exactly once. Opaque to drivers except `qpn`, which a driver sets
+// when it assigns the QPN of a QP whose creation completes later.
 struct ControlToken {
     std::uint32_t context = 0;
-    std::uint64_t request_id = 0;
+    std::uint64_t request_id = 0; // the caller's, echoed in its ControlCompletion
     ControlOp op = ControlOp::modify_qp;
     std::uint32_t qpn = 0;
+    std::uint64_t serial = 0; // the class's own number for the request: what completion finds
+    // False for the calls that cannot return pending (the Result<T> forms, whose callers expect a
+    // usable object): a driver that would have to pend fails with busy and says why instead.
+    bool may_pend = true;
 };
 
 // Control operations (DESIGN: transports plug in through ops tables, as SPDK's nvme_transport).
+// Every operation that takes a ControlToken may return pending (seed 003) and finish later with
+// complete_control(token); it must not block. A create that pends still hands its object back at
+// once (`*cq`, `out.queue`): the class keeps it in the caller's handle, which is not ready() until
+// the completion, and no fast-path call is made on it before then.
 struct DeviceOps {
     // Current state of port `port` (1-based).
     Status (*query_port)(Device& device, std::uint8_t port, PortInfo& out);
-    Result<void*> (*create_cq)(Device& device, const CqInit& init);
-    Status (*destroy_cq)(Device& device, void* cq);
-    Result<QpCreated> (*create_qp)(Device& device, const QpInit& init);
-    // The class has checked the transition and the mask; the driver applies it. It may return
-    // pending and finish later with complete_control(token).
+    Status (*create_cq)(Device& device, const CqInit& init, const ControlToken& token, void** cq);
+    // The class calls it only for a CQ no QP uses any more.
+    Status (*destroy_cq)(Device& device, void* cq, const ControlToken& token);
+    Status (*create_qp)(Device& device, const QpInit& init, const ControlToken& token,
+                        QpCreated& out);
+    // The class has checked the transition and the mask; the driver applies it.
     Status (*modify_qp)(Device& device, void* qp, const QpAttr& attr, std::uint32_t mask,
                         const ControlToken& token);
     // Pending while the QP still has work in flight; the driver flushes and completes.
     Status (*destroy_qp)(Device& device, void* qp, const ControlToken& token);
-    // Progress of pending control work when the caller polls (ARP, flushes).
+    // Memory registration lives in the class's MemoryRegistry (keys and translation tables). The
+    // class has published `region`'s key; a device that keeps its own copy (a NIC's MKEY/MTT)
+    // loads it here. Null: the device reads the registry directly.
+    Status (*register_mr)(Device& device, const mem::MemoryRegion& region,
+                          const ControlToken& token);
+    // The class has retired `region` (MemoryRegistry::retire: its key no longer validates) and
+    // frees its translation table when this returns ok or, after pending, when the driver
+    // completes: the driver says when no data path of the device can still be using the table.
+    // Null: the table is freed at once.
+    Status (*deregister_mr)(Device& device, const mem::MemoryRegion& region,
+                            const ControlToken& token);
+    // Progress of pending control work when the caller polls (ARP, flushes, owners' answers) and
+    // the moment to raise events the data path recorded.
     void (*control_progress)(Device& device);
     // Exported connection details of a QP: the driver's current send PSN.
     std::uint32_t (*qp_send_psn)(Device& device, void* qp);
     // What the driver knows beyond what it was given (a MAC it resolved, its current PSNs);
     // called on the class's copy of the attributes.
     void (*query_qp)(Device& device, void* qp, QpAttr& attr);
-    // The device is going away (vdev remove): stop the port, free every driver object.
+    // The device is going away (vdev remove): stop the port, free every driver object. Requests
+    // still pending are not completed by the driver; the class fails them with device_removed.
     void (*close)(Device& device);
     // Appends the device's counters (control path; values read from the owning lcores' data).
     void (*stats)(Device& device, std::vector<Counter>& out);
@@ -132,10 +156,12 @@ Status unregister_device(DeviceId id);
 Device* device(DeviceId id);
 Device* device_by_dpdk(const rte_device* dpdk_device);
 
-// A pending request has finished.
+// A pending request has finished. Control path only (it takes the class's lock and allocates): a
+// driver whose data path finishes a request hands it back to its control_progress first.
 void complete_control(Device& device, const ControlToken& token, StatusCode status,
                       std::string message = {});
-// An asynchronous event for every context of the device (qpn 0 when not about a QP).
+// An asynchronous event: about a QP (qpn != 0) it goes to the context that holds the QP, else to
+// every context of the device. Control path only, as complete_control.
 void raise_event(Device& device, EventType type, std::uint8_t port = 0, std::uint32_t qpn = 0);
 
 } // namespace prdma::rdma::driver

@@ -6,6 +6,24 @@
 // allocates PDs, CQs, QPs and MRs from it, and drives the data path with the inline burst calls
 // of fastpath.hpp. Control calls return a Status; `pending` means the request completes later,
 // reported by Context::poll_control() from the caller's own loop — nothing ever blocks.
+//
+// Pending control requests (seed 003: any request may return pending and complete later):
+// - Every create, destroy, modify, registration and deregistration has a form that takes a
+//   `request_id` and returns a Status: ok (done), pending (accepted; a ControlCompletion with that
+//   request_id, the op and its final status comes out of poll_control later), or an error.
+// - A create that pends still fills its out-handle at once: the handle owns the object from the
+//   start (RAII as usual) but is not ready() until the completion has been polled. Before that,
+//   control calls on it (destroy, modify, using a CQ for a QP, ...) fail busy and say so, and the
+//   fast path must not be used on it. If the creation fails, the completion carries the error and
+//   the handle stays not ready; destroying it then just frees it.
+// - A destroy or deregistration that pends lets go of the handle at once (it becomes empty); the
+//   object keeps counting against its parents and its context (close() says busy) until the
+//   completion arrives. Dropping a handle destroys it the same way, with request_id 0.
+// - The Result<T> forms without a request_id never pend: they do the work now, or fail busy with a
+//   message when the device would have to finish it later (swroce: a queue group that another
+//   thread polls), telling the caller to use the request_id form.
+// When a device pends is its own business (a hardware device: a firmware command; swroce: an
+// object of a queue group another thread owns, see drivers/rdma/swroce/ENGINE.md "Ownership").
 #pragma once
 
 #include <cstdint>
@@ -31,6 +49,7 @@ struct ContextState;
 struct PdObject;
 struct CqObject;
 struct QpObject;
+struct MrObject;
 } // namespace detail
 
 // ---- devices ------------------------------------------------------------------------------------
@@ -48,11 +67,12 @@ Status remove_device(DeviceId device);
 // ---- control completions and events -----------------------------------------------------------
 
 struct ControlCompletion {
-    std::uint64_t request_id = 0; // what the caller passed with the pending request
+    std::uint64_t request_id = 0; // what the caller passed with the pending request (0: a handle
+                                  // dropped while the library still had to finish it)
     ControlOp op = ControlOp::modify_qp;
     StatusCode status = StatusCode::ok;
-    std::uint32_t qpn = 0;
-    std::string message; // for a failed request: what went wrong
+    std::uint32_t qpn = 0; // QP requests: the QP (a created QP's number)
+    std::string message;   // for a failed request: what went wrong
 };
 
 // One device counter (what ethtool -S / rte_eth_xstats show for a NIC).
@@ -61,10 +81,19 @@ struct Counter {
     std::uint64_t value = 0;
 };
 
+// Asynchronous events (ibv_get_async_event). Port and device events go to every context of the
+// device; QP events (qp_fatal, qp_last_wqe_reached) to the context that holds the QP.
+// - qp_fatal: the device moved the QP to the error state itself (retry or RNR retry exceeded, a
+//   NAK for a remote access / operation / invalid request error, a local protection or length
+//   error); the failing WR's completion carries the detail. Not raised for modify() to ERR.
+// - qp_last_wqe_reached: the QP is in the error state and its receive queue has been flushed, so
+//   no more receive WQEs will complete except with flush errors. Once per entry into ERR, for
+//   an error the device found (after qp_fatal) and for modify() to ERR alike. (IBTA raises it
+//   for QPs on a shared receive queue; prdma has no SRQs and raises it for every RC QP.)
 struct Event {
     EventType type = EventType::port_active;
-    std::uint8_t port = 0;
-    std::uint32_t qpn = 0;
+    std::uint8_t port = 0; // port events
+    std::uint32_t qpn = 0; // QP events
 };
 
 // ---- objects ------------------------------------------------------------------------------------
@@ -87,17 +116,23 @@ public:
 
     [[nodiscard]] const mem::MemoryRegion& region() const { return *region_; }
     [[nodiscard]] mem::MemoryRegion* get() const noexcept { return region_; }
-    [[nodiscard]] mem::MemoryKey lkey() const { return region_->lkey(); }
-    [[nodiscard]] mem::MemoryKey rkey() const { return region_->rkey(); }
-    explicit operator bool() const noexcept { return region_ != nullptr; }
-    Status deregister();
+    [[nodiscard]] mem::MemoryKey lkey() const { return region_ != nullptr ? region_->lkey() : 0; }
+    [[nodiscard]] mem::MemoryKey rkey() const { return region_ != nullptr ? region_->rkey() : 0; }
+    explicit operator bool() const noexcept { return mr_ != nullptr; }
+    // Registered and known to the device: its keys may be used.
+    [[nodiscard]] bool ready() const noexcept;
+    // Drops this handle's reference. The last one may pend (the device may still be using the
+    // region's translation table: a data path in the middle of a burst); the key is dead at once
+    // either way, and the handle is empty afterwards. Busy while the registration is pending.
+    Status deregister(std::uint64_t request_id = 0);
 
 private:
     friend class ProtectionDomain;
-    MemoryRegionHandle(detail::PdObject* pd, mem::MemoryRegion* region)
-        : pd_(pd), region_(region) {}
-    detail::PdObject* pd_ = nullptr;
-    mem::MemoryRegion* region_ = nullptr;
+    explicit MemoryRegionHandle(detail::MrObject* mr);
+    // Destroys what the handle holds, or leaves it to the context when it cannot go yet.
+    void release() noexcept;
+    detail::MrObject* mr_ = nullptr;
+    mem::MemoryRegion* region_ = nullptr; // mr_->region, for the inline accessors
 };
 
 class ProtectionDomain {
@@ -115,6 +150,10 @@ public:
     // ibv_reg_mr / IbRegVirtMr on DPDK memory (hugepage or registered external memory).
     Result<MemoryRegionHandle> register_memory(const void* addr, std::size_t length,
                                                AccessFlags access);
+    // The same, in the form that may pend (see the top of this file): `out` holds the region
+    // from the call on and is ready() once ok is returned or the completion has been polled.
+    Status register_memory(MemoryRegionHandle& out, const void* addr, std::size_t length,
+                           AccessFlags access, std::uint64_t request_id);
     // Seed 002: usable remotely only by `qp`'s peer while connected; refcounted per connection.
     Result<MemoryRegionHandle> register_for_connection(const QueuePair& qp, const void* addr,
                                                        std::size_t length, mem::WspAccess access);
@@ -126,6 +165,8 @@ public:
     // A region initialised for FAST_REG work requests (seed 001).
     Result<MemoryRegionHandle> alloc_fast_reg_region(std::uint32_t max_pages,
                                                      AccessFlags allowed_access);
+    Status alloc_fast_reg_region(MemoryRegionHandle& out, std::uint32_t max_pages,
+                                 AccessFlags allowed_access, std::uint64_t request_id);
 
     // Fails busy while QPs or MRs of this PD exist.
     Status destroy();
@@ -134,8 +175,15 @@ private:
     friend class Context;
     friend class QueuePair;
     explicit ProtectionDomain(detail::PdObject* pd) : pd_(pd) {}
-    // Wraps a new registration in a handle and counts it against this PD and its context.
-    Result<MemoryRegionHandle> adopt(Result<mem::MemoryRegion*> region);
+    // Wraps a new registration in `out`, counts it against this PD and its context, and tells
+    // the device (which may pend when `request_id` allows it).
+    Status adopt(Result<mem::MemoryRegion*> region, std::uint64_t request_id, bool may_pend,
+                 MemoryRegionHandle& out);
+    Result<MemoryRegionHandle> adopt_now(Result<mem::MemoryRegion*> region);
+    Status register_pages(MemoryRegionHandle& out, const void* addr, std::size_t length,
+                          AccessFlags access, std::uint64_t request_id, bool may_pend);
+    Status alloc_fast_reg(MemoryRegionHandle& out, std::uint32_t max_pages,
+                          AccessFlags allowed_access, std::uint64_t request_id, bool may_pend);
     detail::PdObject* pd_ = nullptr;
 };
 
@@ -151,8 +199,10 @@ public:
     [[nodiscard]] std::uint32_t capacity() const;
     [[nodiscard]] std::uint16_t queue_group() const;
     explicit operator bool() const noexcept { return cq_ != nullptr; }
-    // Fails busy while QPs use it.
-    Status destroy();
+    // Created and usable (false while its creation is pending, and after it failed).
+    [[nodiscard]] bool ready() const noexcept;
+    // Fails busy while QPs use it or its creation is pending; may pend (the handle is empty then).
+    Status destroy(std::uint64_t request_id = 0);
 
     // Fast-path identity (fastpath.hpp).
     [[nodiscard]] DeviceId device() const noexcept { return device_; }
@@ -162,6 +212,7 @@ private:
     friend class Context;
     friend class QueuePair;
     explicit CompletionQueue(detail::CqObject* cq);
+    void release() noexcept;
     detail::CqObject* cq_ = nullptr;
     DeviceId device_ = invalid_device;
     void* driver_ = nullptr;
@@ -219,15 +270,20 @@ public:
     ~QueuePair();
 
     [[nodiscard]] std::uint32_t qpn() const;
+    // The state modify() set, or ERR once the device's qp_fatal event has been polled (poll_events
+    // or poll_control).
     [[nodiscard]] QpState state() const;
     [[nodiscard]] QpAttr attributes() const;
     [[nodiscard]] const QpCaps& caps() const;
     explicit operator bool() const noexcept { return qp_ != nullptr; }
+    // Created and usable (false while its creation is pending, and after it failed).
+    [[nodiscard]] bool ready() const noexcept;
 
     // Legal IBTA transitions only; `pending` (RTR while the peer's MAC is resolved) completes
     // through Context::poll_control with `request_id`.
     Status modify(const QpAttr& attr, std::uint32_t mask, std::uint64_t request_id = 0);
-    // `pending` while work is in flight; the QP is flushed and destroyed later.
+    // `pending` while work is in flight (the QP is flushed and destroyed later) or when the device
+    // must finish it elsewhere; the handle is empty either way. Busy while the creation pends.
     Status destroy(std::uint64_t request_id = 0);
     // Export this QP's connection descriptor (and optionally one region's rkey/range) into
     // `buffer`, with seed 002's size negotiation.
@@ -242,6 +298,7 @@ private:
     friend class Context;
     friend class ProtectionDomain;
     explicit QueuePair(detail::QpObject* qp);
+    void release() noexcept;
     detail::QpObject* qp_ = nullptr;
     DeviceId device_ = invalid_device;
     void* driver_ = nullptr;
@@ -284,10 +341,17 @@ public:
     Result<ProtectionDomain> alloc_pd();
     // A CQ belongs to one queue group (one lcore's rx/tx queue pair of the port).
     Result<CompletionQueue> create_cq(std::uint32_t cqe, std::uint16_t queue_group = 0);
+    // The form that may pend (see the top of this file): `out` holds the CQ from the call on and
+    // is ready() once ok is returned or the completion (ControlOp::create_cq) has been polled.
+    Status create_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t queue_group,
+                     std::uint64_t request_id);
     Result<QueuePair> create_qp(const QpInitAttr& init);
+    // The form that may pend; the completion (ControlOp::create_qp) carries the QPN.
+    Status create_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t request_id);
 
     // Drives pending control requests and returns the finished ones; never blocks.
     std::size_t poll_control(std::span<ControlCompletion> out);
+    // Drives the device's control progress too (events the data path recorded are raised there).
     std::size_t poll_events(std::span<Event> out);
     // The device's counters: packets, retransmissions, NAKs, drops by reason, ...
     Result<std::vector<Counter>> query_stats() const;
@@ -301,6 +365,9 @@ public:
 
 private:
     explicit Context(std::shared_ptr<detail::ContextState> state);
+    Status make_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t queue_group,
+                   std::uint64_t request_id, bool may_pend);
+    Status make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t request_id, bool may_pend);
     // Shared with every object of the context, so dropping the Context first leaves no object
     // pointing at freed state.
     std::shared_ptr<detail::ContextState> state_;

@@ -88,6 +88,8 @@ enum class ControlOp : std::uint8_t {
     destroy_qp,
     destroy_cq,
     register_mr,
+    create_cq,
+    deregister_mr,
 };
 std::string_view control_op_name(ControlOp op);
 

@@ -1,8 +1,12 @@
 // The rdmadev conformance suite: what every driver must do, written against the public API only
 // and run once per driver factory (DevicePair). Seed 003's status paths, object lifetimes, the QP
-// state machine on a real device, the pending control paths, and device removal.
+// state machine on a real device, the pending control paths (also with a queue group polled by
+// another thread), asynchronous events, and device removal.
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -23,6 +27,80 @@ namespace {
 
 const auto* const g_environment =
     prdma::test_support::add_eal_environment("rdmadev_conformance", {"--log-level=prdma.*:error"});
+
+// A thread that polls one CQ, and so owns its queue group from its first poll on, as an
+// application's polling lcore does. The group's fast path is the owner's: posts are handed to it
+// with run(). It keeps polling (driving the group, running what the device hands its owner) until
+// stop(), then destroys its own CQ (the owner may) and ends.
+class GroupOwner {
+public:
+    explicit GroupOwner(CompletionQueue cq) : cq_(std::move(cq)) {
+        thread_ = std::thread([this] { loop(); });
+        while (!polling_.load()) {
+            std::this_thread::yield();
+        }
+    }
+    GroupOwner(const GroupOwner&) = delete;
+    GroupOwner& operator=(const GroupOwner&) = delete;
+    GroupOwner(GroupOwner&&) = delete;
+    GroupOwner& operator=(GroupOwner&&) = delete;
+    ~GroupOwner() { stop(); }
+
+    // For QpInitAttr only: nobody else polls it.
+    CompletionQueue& cq() { return cq_; }
+    // Runs `work` on the owner thread between two polls and returns once it has run.
+    void run(std::function<void()> work) {
+        {
+            const std::lock_guard lock(mutex_);
+            work_ = std::move(work);
+        }
+        for (;;) {
+            {
+                const std::lock_guard lock(mutex_);
+                if (!work_) {
+                    return;
+                }
+            }
+            std::this_thread::yield();
+        }
+    }
+    std::vector<WorkCompletion> completions() {
+        const std::lock_guard lock(mutex_);
+        return done_;
+    }
+    void stop() {
+        if (thread_.joinable()) {
+            stop_ = true;
+            thread_.join();
+        }
+    }
+    [[nodiscard]] bool released() const { return released_; }
+
+private:
+    void loop() {
+        WorkCompletion wc[16];
+        while (!stop_.load()) {
+            const std::uint16_t n = poll_cq(cq_, wc, 16);
+            polling_ = true;
+            const std::lock_guard lock(mutex_);
+            done_.insert(done_.end(), wc, wc + n);
+            if (work_) {
+                work_();
+                work_ = nullptr;
+            }
+        }
+        released_ = cq_.destroy().ok();
+    }
+
+    CompletionQueue cq_;
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> polling_{false};
+    std::mutex mutex_;
+    std::function<void()> work_;
+    std::vector<WorkCompletion> done_;
+    bool released_ = false;
+    std::thread thread_;
+};
 
 class Conformance : public ::testing::TestWithParam<DriverFactory> {
 protected:
@@ -53,6 +131,74 @@ protected:
             std::this_thread::sleep_for(std::chrono::microseconds(200));
         }
         return std::nullopt;
+    }
+
+    // For a request that may pend: ok (nothing to wait for), or pending and then its completion,
+    // which must name `request_id` and `op` and say ok. `must_pend`: the driver is known to pend
+    // here (DevicePair::owned_group_pends), so finishing at once is wrong too.
+    ::testing::AssertionResult completes(Context& context, Context& peer, const Status& status,
+                                         std::uint64_t request_id, ControlOp op, bool must_pend,
+                                         ControlCompletion* out = nullptr) {
+        if (status.ok()) {
+            if (must_pend) {
+                return ::testing::AssertionFailure()
+                       << control_op_name(op) << " finished at once; this driver must pend here";
+            }
+            return ::testing::AssertionSuccess();
+        }
+        if (status.code() != StatusCode::pending) {
+            return ::testing::AssertionFailure() << status.error().to_string();
+        }
+        const auto done = wait_control(context, peer, std::chrono::seconds(5));
+        if (!done) {
+            return ::testing::AssertionFailure() << "request " << request_id << " ("
+                                                 << control_op_name(op) << ") never completed";
+        }
+        if (done->request_id != request_id || done->op != op || done->status != StatusCode::ok) {
+            return ::testing::AssertionFailure()
+                   << "completion " << done->request_id << " " << control_op_name(done->op) << " "
+                   << status_name(done->status) << " (" << done->message << "), expected "
+                   << request_id << " " << control_op_name(op) << " ok";
+        }
+        if (out != nullptr) {
+            *out = *done;
+        }
+        return ::testing::AssertionSuccess();
+    }
+
+    // The peer's port MAC, so an RTR needs no address resolution.
+    std::array<std::uint8_t, 6> mac_of(Context& context) {
+        std::vector<std::uint8_t> buffer(512);
+        std::uint32_t got = static_cast<std::uint32_t>(buffer.size());
+        EXPECT_TRUE(context.query_port(1, buffer.data(), &got).ok());
+        PortAttr port;
+        std::memcpy(&port, buffer.data(), sizeof(port));
+        std::array<std::uint8_t, 6> mac{};
+        std::memcpy(mac.data(), port.mac, mac.size());
+        return mac;
+    }
+    static constexpr std::uint32_t init_mask = qp_attr_state | qp_attr_port | qp_attr_access_flags;
+    static QpAttr init_attr() {
+        QpAttr attr;
+        attr.state = QpState::init;
+        attr.port = 1;
+        attr.access = mem::access_remote_write | mem::access_remote_read;
+        return attr;
+    }
+    // RTS with a short transport timer (4.096 us x 2^8 ~ 1 ms) and one retry: a silent peer
+    // makes the QP fail in a few milliseconds.
+    static constexpr std::uint32_t rts_mask = qp_attr_state | qp_attr_sq_psn | qp_attr_timeout |
+                                              qp_attr_retry_cnt | qp_attr_rnr_retry |
+                                              qp_attr_max_rd_atomic;
+    static QpAttr quick_rts_attr() {
+        QpAttr attr;
+        attr.state = QpState::rts;
+        attr.sq_psn = 200;
+        attr.timeout = 8;
+        attr.retry_cnt = 1;
+        attr.rnr_retry = 0;
+        attr.max_rd_atomic = 1;
+        return attr;
     }
 
     struct Objects {
@@ -502,6 +648,248 @@ TEST_P(Conformance, IdleQpIsDestroyedAtOnce) {
     EXPECT_EQ(context.resources().qps, 0U);
 }
 
+// ---- pending forms of create, destroy and registration (seed 003) ----------------------------
+
+TEST_P(Conformance, PendingFormsCompleteAtOnceWhenNoOtherThreadPolls) {
+    Context context = open(pair_->a());
+    auto pd = context.alloc_pd();
+    ASSERT_TRUE(pd.ok());
+    CompletionQueue cq;
+    ASSERT_TRUE(context.create_cq(cq, 64, 0, 11).ok());
+    EXPECT_TRUE(cq.ready());
+    QpInitAttr init;
+    init.pd = &pd.value();
+    init.send_cq = &cq;
+    init.recv_cq = &cq;
+    QueuePair qp;
+    ASSERT_TRUE(context.create_qp(qp, init, 12).ok());
+    EXPECT_TRUE(qp.ready());
+    EXPECT_NE(qp.qpn(), 0U);
+    EXPECT_TRUE(qp.modify(init_attr(), init_mask, 13).ok());
+    EXPECT_EQ(qp.state(), QpState::init);
+
+    auto buffer = mem::DmaBuffer::allocate(8192, 4096);
+    ASSERT_TRUE(buffer.ok());
+    MemoryRegionHandle mr;
+    ASSERT_TRUE(pd->register_memory(mr, buffer->data(), 8192,
+                                    mem::access_local_write | mem::access_remote_read, 14)
+                    .ok());
+    EXPECT_TRUE(mr.ready());
+    EXPECT_NE(mr.lkey(), 0U);
+    EXPECT_NE(mr.rkey(), 0U);
+    MemoryRegionHandle fast;
+    ASSERT_TRUE(
+        pd->alloc_fast_reg_region(fast, 8, mem::access_local_write | mem::access_remote_write, 15)
+            .ok());
+    EXPECT_TRUE(fast.ready());
+    EXPECT_EQ(context.resources().total(), 5U);
+
+    EXPECT_TRUE(mr.deregister(16).ok());
+    EXPECT_FALSE(mr);
+    EXPECT_TRUE(fast.deregister(17).ok());
+    EXPECT_TRUE(qp.destroy(18).ok());
+    EXPECT_TRUE(cq.destroy(19).ok());
+    ControlCompletion done[4];
+    EXPECT_EQ(context.poll_control(done), 0U) << "what finished at once has no completion";
+    EXPECT_EQ(context.resources().total(), 1U);
+}
+
+TEST_P(Conformance, CreateModifyDestroyOnAGroupAnotherThreadPolls) {
+    Context context = open(pair_->a());
+    Context peer = open(pair_->b());
+    auto pd = context.alloc_pd();
+    ASSERT_TRUE(pd.ok());
+    GroupOwner owner(std::move(context.create_cq(64, 0).value()));
+    const bool pends = pair_->owned_group_pends();
+
+    if (pends) {
+        // The forms that cannot pend say why, and point at the ones that can.
+        auto now = context.create_cq(16, 0);
+        ASSERT_EQ(now.code(), StatusCode::busy);
+        EXPECT_NE(now.error().message().find("request_id"), std::string::npos)
+            << now.error().message();
+    }
+
+    CompletionQueue cq;
+    Status status = context.create_cq(cq, 64, 0, 21);
+    EXPECT_TRUE(cq) << "the handle holds the CQ from the call on";
+    if (status.code() == StatusCode::pending) {
+        EXPECT_FALSE(cq.ready());
+        EXPECT_EQ(context.resources().cqs, 2U) << "a CQ being created counts";
+        QpInitAttr early;
+        early.pd = &pd.value();
+        early.send_cq = &cq;
+        early.recv_cq = &cq;
+        QueuePair too_early;
+        const Status refused = context.create_qp(too_early, early, 99);
+        ASSERT_EQ(refused.code(), StatusCode::busy) << "a QP needs a ready CQ";
+        EXPECT_NE(refused.error().message().find("pending"), std::string::npos)
+            << refused.error().message();
+        EXPECT_EQ(cq.destroy().code(), StatusCode::busy);
+    }
+    ASSERT_TRUE(completes(context, peer, status, 21, ControlOp::create_cq, pends));
+    EXPECT_TRUE(cq.ready());
+
+    QpInitAttr init;
+    init.pd = &pd.value();
+    init.send_cq = &cq;
+    init.recv_cq = &cq;
+    QueuePair qp;
+    status = context.create_qp(qp, init, 22);
+    if (status.code() == StatusCode::pending) {
+        EXPECT_FALSE(qp.ready());
+        EXPECT_EQ(qp.modify(init_attr(), init_mask).code(), StatusCode::busy);
+        EXPECT_EQ(qp.destroy().code(), StatusCode::busy);
+    }
+    ControlCompletion created;
+    ASSERT_TRUE(completes(context, peer, status, 22, ControlOp::create_qp, pends, &created));
+    ASSERT_TRUE(qp.ready());
+    EXPECT_NE(qp.qpn(), 0U);
+    if (status.code() == StatusCode::pending) {
+        EXPECT_EQ(created.qpn, qp.qpn()) << "the completion names the new QP";
+    }
+
+    status = qp.modify(init_attr(), init_mask, 23);
+    if (status.code() == StatusCode::pending) {
+        EXPECT_EQ(qp.state(), QpState::reset) << "nothing changes until it completes";
+    }
+    ASSERT_TRUE(completes(context, peer, status, 23, ControlOp::modify_qp, pends));
+    EXPECT_EQ(qp.state(), QpState::init);
+
+    const std::uint32_t qpn = qp.qpn();
+    status = qp.destroy(24);
+    EXPECT_FALSE(qp) << "the handle lets go at once";
+    if (status.code() == StatusCode::pending) {
+        EXPECT_EQ(context.resources().qps, 1U) << "counted until it completes";
+        EXPECT_EQ(cq.destroy().code(), StatusCode::busy);
+    }
+    ControlCompletion destroyed;
+    ASSERT_TRUE(completes(context, peer, status, 24, ControlOp::destroy_qp, pends, &destroyed));
+    if (status.code() == StatusCode::pending) {
+        EXPECT_EQ(destroyed.qpn, qpn);
+    }
+    EXPECT_EQ(context.resources().qps, 0U);
+
+    status = cq.destroy(25);
+    EXPECT_FALSE(cq);
+    ASSERT_TRUE(completes(context, peer, status, 25, ControlOp::destroy_cq, pends));
+    EXPECT_EQ(context.resources().cqs, 1U) << "only the owner's own CQ is left";
+    owner.stop();
+    EXPECT_TRUE(owner.released()) << "the owner destroys its own CQ at once";
+    EXPECT_EQ(context.resources().cqs, 0U);
+}
+
+TEST_P(Conformance, RegistrationWhileAnotherThreadPollsTheDevice) {
+    Context context = open(pair_->a());
+    Context peer = open(pair_->b());
+    auto pd = context.alloc_pd();
+    ASSERT_TRUE(pd.ok());
+    GroupOwner owner(std::move(context.create_cq(64, 0).value()));
+    const bool pends = pair_->owned_group_pends();
+    auto buffer = mem::DmaBuffer::allocate(16384, 4096);
+    ASSERT_TRUE(buffer.ok());
+    const AccessFlags access = mem::access_local_write | mem::access_remote_read;
+
+    // Registration may finish at once (swroce publishes the key from the control thread).
+    MemoryRegionHandle mr;
+    Status status = pd->register_memory(mr, buffer->data(), 8192, access, 31);
+    ASSERT_TRUE(completes(context, peer, status, 31, ControlOp::register_mr, false));
+    ASSERT_TRUE(mr.ready());
+    EXPECT_NE(mr.rkey(), 0U);
+    {
+        // Another reference to the same region: dropping it is never a wait.
+        auto again = pd->register_memory(buffer->data(), 8192, access);
+        ASSERT_TRUE(again.ok() || again.code() == StatusCode::busy);
+        if (again.ok()) {
+            EXPECT_EQ(again->rkey(), mr.rkey());
+        }
+    }
+    ControlCompletion none[2];
+    EXPECT_EQ(context.poll_control(none), 0U);
+
+    // The last deregistration waits until no polling thread can still be using the region.
+    status = mr.deregister(32);
+    EXPECT_FALSE(mr);
+    if (status.code() == StatusCode::pending) {
+        EXPECT_EQ(context.resources().mrs, 1U);
+        EXPECT_EQ(pd->destroy().code(), StatusCode::busy) << "the PD waits for its MR";
+    }
+    ASSERT_TRUE(completes(context, peer, status, 32, ControlOp::deregister_mr, pends));
+    EXPECT_EQ(context.resources().mrs, 0U);
+
+    // A FAST_REG region, and a handle dropped instead of deregistered: request_id 0.
+    MemoryRegionHandle fast;
+    status = pd->alloc_fast_reg_region(fast, 8, mem::access_local_write, 33);
+    ASSERT_TRUE(completes(context, peer, status, 33, ControlOp::register_mr, false));
+    ASSERT_TRUE(fast.ready());
+    fast = MemoryRegionHandle{};
+    if (pends) {
+        EXPECT_EQ(context.resources().mrs, 1U);
+        ASSERT_TRUE(completes(context, peer, Error(StatusCode::pending, "dropped"), 0,
+                              ControlOp::deregister_mr, true));
+    }
+    EXPECT_EQ(context.resources().mrs, 0U);
+    EXPECT_TRUE(pd->destroy().ok());
+    owner.stop();
+}
+
+TEST_P(Conformance, AHandleDroppedWhileItsCreationPendsIsDestroyedLater) {
+    Context context = open(pair_->a());
+    Context peer = open(pair_->b());
+    auto pd = context.alloc_pd();
+    ASSERT_TRUE(pd.ok());
+    GroupOwner owner(std::move(context.create_cq(64, 0).value()));
+    if (!pair_->owned_group_pends()) {
+        GTEST_SKIP() << "this driver does not pend creates";
+    }
+    CompletionQueue cq;
+    ASSERT_EQ(context.create_cq(cq, 32, 0, 41).code(), StatusCode::pending);
+    cq = CompletionQueue{};
+    EXPECT_EQ(context.resources().cqs, 2U) << "still there until created and destroyed";
+    ASSERT_TRUE(completes(context, peer, Error(StatusCode::pending, "create"), 41,
+                          ControlOp::create_cq, true));
+    ASSERT_TRUE(completes(context, peer, Error(StatusCode::pending, "the library's destroy"), 0,
+                          ControlOp::destroy_cq, true));
+    EXPECT_EQ(context.resources().cqs, 1U);
+
+    QpInitAttr init;
+    init.pd = &pd.value();
+    init.send_cq = &owner.cq();
+    init.recv_cq = &owner.cq();
+    QueuePair qp;
+    ASSERT_EQ(context.create_qp(qp, init, 42).code(), StatusCode::pending);
+    qp = QueuePair{};
+    ASSERT_TRUE(completes(context, peer, Error(StatusCode::pending, "create"), 42,
+                          ControlOp::create_qp, true));
+    ASSERT_TRUE(completes(context, peer, Error(StatusCode::pending, "the library's destroy"), 0,
+                          ControlOp::destroy_qp, true));
+    EXPECT_EQ(context.resources().qps, 0U);
+    owner.stop();
+    EXPECT_TRUE(owner.released());
+}
+
+TEST_P(Conformance, PendingRequestsFailWhenTheDeviceIsRemoved) {
+    Context context = open(pair_->a());
+    GroupOwner owner(std::move(context.create_cq(64, 0).value()));
+    CompletionQueue cq;
+    const Status status = context.create_cq(cq, 16, 0, 51);
+    if (status.code() != StatusCode::pending) {
+        GTEST_SKIP() << "this driver created the CQ at once";
+    }
+    // The owner goes away; whatever it did with the request, nobody polled its completion.
+    owner.stop();
+    ASSERT_TRUE(remove_device(pair_->a()).ok());
+    ControlCompletion done[4];
+    ASSERT_EQ(context.poll_control(done), 1U);
+    EXPECT_EQ(done[0].request_id, 51U);
+    EXPECT_EQ(done[0].op, ControlOp::create_cq);
+    EXPECT_EQ(done[0].status, StatusCode::device_removed);
+    EXPECT_FALSE(done[0].message.empty());
+    EXPECT_FALSE(cq.ready());
+    EXPECT_TRUE(cq.destroy().ok()) << "a handle whose creation failed just goes";
+    EXPECT_TRUE(context.close().ok());
+}
+
 TEST_P(Conformance, ConnectionDescriptorExport) {
     Context context = open(pair_->a());
     Objects objects = make_qp(context);
@@ -545,6 +933,148 @@ TEST_P(Conformance, PortEventsFollowTheLink) {
     (void)context.poll_control(none);
     ASSERT_EQ(context.poll_events(events), 1U);
     EXPECT_EQ(events[0].type, EventType::port_active);
+}
+
+TEST_P(Conformance, QpFatalThenLastWqeWhenRetriesRunOut) {
+    Context context = open(pair_->a());
+    Context other = open(pair_->a());
+    Context peer = open(pair_->b());
+    Objects objects = make_qp(context);
+    auto buffer = mem::DmaBuffer::allocate(4096);
+    ASSERT_TRUE(buffer.ok());
+    auto mr = objects.pd.register_memory(buffer->data(), 4096, mem::access_local_write);
+    ASSERT_TRUE(mr.ok());
+    // Connected to a QPN nobody has on the peer: nothing is ever acknowledged.
+    ASSERT_TRUE(to_init(objects.qp).ok());
+    QpAttr rtr = rtr_attr(pair_->gid_b(), 0xabcde);
+    rtr.dest_mac = mac_of(peer);
+    ASSERT_TRUE(objects.qp.modify(rtr, rtr_mask).ok());
+    ASSERT_TRUE(objects.qp.modify(quick_rts_attr(), rts_mask).ok());
+    Event events[8];
+    EXPECT_EQ(context.poll_events(events), 0U) << "connecting raises nothing";
+
+    SendWr send;
+    send.wr_id = 5;
+    send.opcode = WrOpcode::send;
+    send.flags = send_signaled;
+    send.num_sge = 1;
+    send.sge = {reinterpret_cast<std::uint64_t>(buffer->data()), 64, mr->lkey()};
+    ASSERT_EQ(post_send(objects.qp, &send, 1), 1);
+    WorkCompletion wc;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (poll_cq(objects.cq, &wc, 1) == 0 && std::chrono::steady_clock::now() < deadline) {
+    }
+    ASSERT_EQ(wc.wr_id, 5U) << "no completion";
+    EXPECT_EQ(wc.status, WcStatus::retry_exceeded);
+
+    ASSERT_EQ(context.poll_events(events), 2U);
+    EXPECT_EQ(objects.qp.state(), QpState::err) << "qp_fatal tells the class too";
+    EXPECT_EQ(events[0].type, EventType::qp_fatal);
+    EXPECT_EQ(events[0].qpn, objects.qp.qpn());
+    EXPECT_EQ(events[1].type, EventType::qp_last_wqe_reached);
+    EXPECT_EQ(events[1].qpn, objects.qp.qpn());
+    EXPECT_EQ(other.poll_events(events), 0U) << "a QP's events go to the context that holds it";
+
+    // Once per entry into ERR: what is posted now is flushed without another event.
+    RecvWr recv;
+    recv.wr_id = 6;
+    ASSERT_EQ(post_recv(objects.qp, &recv, 1), 1);
+    ASSERT_EQ(poll_cq(objects.cq, &wc, 1), 1);
+    EXPECT_EQ(wc.status, WcStatus::wr_flush_error);
+    EXPECT_EQ(context.poll_events(events), 0U);
+}
+
+TEST_P(Conformance, LastWqeReachedWhenTheApplicationMovesTheQpToError) {
+    Context context = open(pair_->a());
+    Objects objects = make_qp(context);
+    ASSERT_TRUE(to_init(objects.qp).ok());
+    RecvWr recv[2];
+    recv[0].wr_id = 1;
+    recv[1].wr_id = 2;
+    ASSERT_EQ(post_recv(objects.qp, recv, 2), 2);
+    QpAttr err;
+    err.state = QpState::err;
+    ASSERT_TRUE(objects.qp.modify(err, qp_attr_state).ok());
+    WorkCompletion wc[4];
+    ASSERT_EQ(poll_cq(objects.cq, wc, 4), 2);
+    EXPECT_EQ(wc[1].status, WcStatus::wr_flush_error);
+    Event events[4];
+    ASSERT_EQ(context.poll_events(events), 1U) << "last WQE reached, and no qp_fatal";
+    EXPECT_EQ(events[0].type, EventType::qp_last_wqe_reached);
+    EXPECT_EQ(events[0].qpn, objects.qp.qpn());
+
+    // Every entry into ERR has its own.
+    QpAttr reset;
+    reset.state = QpState::reset;
+    ASSERT_TRUE(objects.qp.modify(reset, qp_attr_state).ok());
+    ASSERT_TRUE(to_init(objects.qp).ok());
+    EXPECT_EQ(context.poll_events(events), 0U);
+    ASSERT_TRUE(objects.qp.modify(err, qp_attr_state).ok());
+    ASSERT_EQ(context.poll_events(events), 1U);
+    EXPECT_EQ(events[0].type, EventType::qp_last_wqe_reached);
+}
+
+TEST_P(Conformance, QpFatalFromAGroupAnotherThreadPolls) {
+    Context context = open(pair_->a());
+    Context peer = open(pair_->b());
+    auto pd = context.alloc_pd();
+    ASSERT_TRUE(pd.ok());
+    auto buffer = mem::DmaBuffer::allocate(4096);
+    ASSERT_TRUE(buffer.ok());
+    auto mr = pd->register_memory(buffer->data(), 4096, mem::access_local_write);
+    ASSERT_TRUE(mr.ok());
+    GroupOwner owner(std::move(context.create_cq(256, 0).value()));
+    const bool pends = pair_->owned_group_pends();
+
+    // Created and connected while the owner polls: every step goes through it.
+    QpInitAttr init;
+    init.pd = &pd.value();
+    init.send_cq = &owner.cq();
+    init.recv_cq = &owner.cq();
+    QueuePair qp;
+    ASSERT_TRUE(
+        completes(context, peer, context.create_qp(qp, init, 61), 61, ControlOp::create_qp, pends));
+    ASSERT_TRUE(completes(context, peer, qp.modify(init_attr(), init_mask, 62), 62,
+                          ControlOp::modify_qp, pends));
+    QpAttr rtr = rtr_attr(pair_->gid_b(), 0xabcde);
+    rtr.dest_mac = mac_of(peer);
+    ASSERT_TRUE(
+        completes(context, peer, qp.modify(rtr, rtr_mask, 63), 63, ControlOp::modify_qp, pends));
+    ASSERT_TRUE(completes(context, peer, qp.modify(quick_rts_attr(), rts_mask, 64), 64,
+                          ControlOp::modify_qp, pends));
+    ASSERT_EQ(qp.state(), QpState::rts);
+
+    // The post is the owner's to make; the retries run out on its thread.
+    SendWr send;
+    send.wr_id = 66;
+    send.opcode = WrOpcode::send;
+    send.flags = send_signaled;
+    send.num_sge = 1;
+    send.sge = {reinterpret_cast<std::uint64_t>(buffer->data()), 64, mr->lkey()};
+    std::uint16_t posted = 0;
+    owner.run([&] { posted = post_send(qp, &send, 1); });
+    ASSERT_EQ(posted, 1);
+    std::vector<Event> seen;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (seen.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+        Event events[4];
+        const std::size_t n = context.poll_events(events);
+        seen.insert(seen.end(), events, events + n);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    ASSERT_EQ(seen.size(), 2U) << "the events the owner's engine recorded reach poll_events";
+    EXPECT_EQ(seen[0].type, EventType::qp_fatal);
+    EXPECT_EQ(seen[0].qpn, qp.qpn());
+    EXPECT_EQ(seen[1].type, EventType::qp_last_wqe_reached);
+    EXPECT_EQ(qp.state(), QpState::err);
+    const auto completions = owner.completions();
+    ASSERT_EQ(completions.size(), 1U);
+    EXPECT_EQ(completions[0].wr_id, 66U);
+    EXPECT_EQ(completions[0].status, WcStatus::retry_exceeded);
+
+    ASSERT_TRUE(completes(context, peer, qp.destroy(65), 65, ControlOp::destroy_qp, pends));
+    owner.stop();
+    EXPECT_TRUE(owner.released());
 }
 
 // ---- device removal (seed 000's forced close) -------------------------------------------------

@@ -24,6 +24,10 @@ public:
     virtual bool set_link_a(bool up) = 0;
     // Devargs this driver must reject, with a word the error message must contain.
     [[nodiscard]] virtual std::vector<std::pair<std::string, std::string>> bad_devargs() const = 0;
+    // Whether control requests on objects of a queue group another thread polls (and the last
+    // deregistration while another thread polls the device) complete later: the conformance
+    // suite then insists on the pending path; otherwise it accepts either.
+    [[nodiscard]] virtual bool owned_group_pends() const { return false; }
 };
 
 struct DriverFactory {

@@ -97,6 +97,9 @@ public:
         };
     }
 
+    // swroce hands such requests to the group's owner (ENGINE.md "Ownership").
+    [[nodiscard]] bool owned_group_pends() const override { return true; }
+
 private:
     static Gid v6(std::uint8_t last) {
         Gid gid;

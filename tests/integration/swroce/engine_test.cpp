@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -1208,6 +1209,174 @@ TEST_F(QueueGroupEngineTest, AGroupPolledByItsOwnThread) {
         EXPECT_EQ(std::memcmp(b_->data() + i * 2048, a_->data() + i * 1000, 2000), 0) << i;
     }
     EXPECT_GT(counter(*b_, "steering_misses"), 0U);
+}
+
+TEST_F(QueueGroupEngineTest, AQpMadeThroughTheOwnerCarriesTrafficSteeredByQpn) {
+    // b's group 1 belongs to a thread of its own. A new QP there is created, connected and
+    // destroyed through that owner (pending requests); a's frames for it arrive on b's group 0,
+    // which must hand them to group 1 knowing only the QPN.
+    std::atomic<bool> stop{false};
+    std::atomic<bool> polling{false};
+    std::mutex mutex;
+    std::vector<WorkCompletion> b_done;
+    std::thread owner([&] {
+        WorkCompletion wc[16];
+        while (!stop.load()) {
+            const std::uint16_t n = poll_cq(b_->cq, wc, 16);
+            polling = true;
+            const std::lock_guard lock(mutex);
+            b_done.insert(b_done.end(), wc, wc + n);
+        }
+    });
+    // Joined however the test ends (a failed ASSERT returns early).
+    struct Joiner {
+        std::atomic<bool>& stop;
+        std::thread& thread;
+        ~Joiner() {
+            stop = true;
+            thread.join();
+        }
+    } joiner{stop, owner};
+    while (!polling.load()) {
+        std::this_thread::yield();
+    }
+    // Completes b's pending request `id` while the main thread drives everything else.
+    const auto finish = [&](const Status& status, std::uint64_t id) {
+        ASSERT_EQ(status.code(), StatusCode::pending)
+            << (status.ok() ? std::string("finished at once") : status.error().to_string());
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        ControlCompletion done[4];
+        while (std::chrono::steady_clock::now() < deadline) {
+            (void)a_->context.poll_control(done);
+            const std::size_t n = b_->context.poll_control(done);
+            for (std::size_t i = 0; i < n; ++i) {
+                if (done[i].request_id == id) {
+                    ASSERT_EQ(done[i].status, StatusCode::ok) << done[i].message;
+                    return;
+                }
+            }
+        }
+        FAIL() << "request " << id << " never completed";
+    };
+
+    QpInitAttr init;
+    init.pd = &b_->pd;
+    init.send_cq = &b_->cq;
+    init.recv_cq = &b_->cq;
+    QueuePair qp;
+    ASSERT_NO_FATAL_FAILURE(finish(b_->context.create_qp(qp, init, 1), 1));
+    ASSERT_TRUE(qp.ready());
+    // a's end, on a's group 0 (the main thread's); its CQ holds every completion a coalesced ACK
+    // can bring at once.
+    Objects local;
+    local.cq = std::move(a_->context.create_cq(256).value());
+    QpInitAttr local_init;
+    local_init.pd = &a_->pd;
+    local_init.send_cq = &local.cq;
+    local_init.recv_cq = &local.cq;
+    local.qp = std::move(a_->context.create_qp(local_init).value());
+
+    QpAttr to_init;
+    to_init.state = QpState::init;
+    to_init.port = 1;
+    to_init.access = mem::access_remote_write;
+    const std::uint32_t init_mask = qp_attr_state | qp_attr_port | qp_attr_access_flags;
+    ASSERT_TRUE(local.qp.modify(to_init, init_mask).ok());
+    ASSERT_NO_FATAL_FAILURE(finish(qp.modify(to_init, init_mask, 2), 2));
+    // Receives go on while the QP is in INIT: the owner reads its receive queue only once frames
+    // for it arrive, after the RTR below has passed through the owner.
+    constexpr int messages = 50;
+    for (int i = 0; i < messages; ++i) {
+        RecvWr wr;
+        wr.wr_id = static_cast<std::uint64_t>(i);
+        wr.num_sge = 1;
+        wr.sge = {b_->addr() + static_cast<std::uint64_t>(i) * 4096, 4096, b_->mr.lkey()};
+        ASSERT_EQ(post_recv(qp, &wr, 1), 1);
+    }
+    const auto rtr_to = [&](const Side& remote, std::uint32_t qpn, const Gid& gid) {
+        std::vector<std::uint8_t> port(512);
+        std::uint32_t got = static_cast<std::uint32_t>(port.size());
+        EXPECT_TRUE(remote.context.query_port(1, port.data(), &got).ok());
+        PortAttr remote_port;
+        std::memcpy(&remote_port, port.data(), sizeof(remote_port));
+        QpAttr rtr;
+        rtr.state = QpState::rtr;
+        rtr.dest_gid = gid;
+        std::array<std::uint8_t, 6> mac{};
+        std::memcpy(mac.data(), remote_port.mac, 6);
+        rtr.dest_mac = mac;
+        rtr.dest_qpn = qpn;
+        rtr.rq_psn = 7;
+        rtr.max_dest_rd_atomic = 1;
+        rtr.min_rnr_timer = 1;
+        return rtr;
+    };
+    const std::uint32_t rtr_mask = qp_attr_state | qp_attr_path_mtu | qp_attr_dest |
+                                   qp_attr_dest_qpn | qp_attr_rq_psn | qp_attr_max_dest_rd_atomic |
+                                   qp_attr_min_rnr_timer;
+    QpAttr rts;
+    rts.state = QpState::rts;
+    rts.sq_psn = 7;
+    rts.timeout = 10;
+    rts.retry_cnt = 7;
+    rts.rnr_retry = 7;
+    rts.max_rd_atomic = 1;
+    const std::uint32_t rts_mask = qp_attr_state | qp_attr_sq_psn | qp_attr_timeout |
+                                   qp_attr_retry_cnt | qp_attr_rnr_retry | qp_attr_max_rd_atomic;
+    const Status local_rtr = local.qp.modify(rtr_to(*b_, qp.qpn(), pair_->gid_b()), rtr_mask);
+    ASSERT_TRUE(local_rtr.ok()) << local_rtr.error().to_string();
+    ASSERT_TRUE(local.qp.modify(rts, rts_mask).ok());
+    ASSERT_NO_FATAL_FAILURE(
+        finish(qp.modify(rtr_to(*a_, local.qp.qpn(), pair_->gid_a()), rtr_mask, 3), 3));
+    ASSERT_NO_FATAL_FAILURE(finish(qp.modify(rts, rts_mask, 4), 4));
+
+    fill(*a_, 0, messages * 1000 + 3000, 41);
+    int posted = 0;
+    int sent = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    WorkCompletion wc[16];
+    ControlCompletion control[4];
+    while (sent < messages && std::chrono::steady_clock::now() < deadline) {
+        if (posted < messages) {
+            SendWr wr =
+                send_wr(*a_, WrOpcode::send, static_cast<std::uint64_t>(posted) * 1000, 3000);
+            wr.wr_id = static_cast<std::uint64_t>(posted);
+            posted += post_send(local.qp, &wr, 1);
+        }
+        const std::uint16_t n = poll_cq(local.cq, wc, 16);
+        for (std::uint16_t i = 0; i < n; ++i) {
+            EXPECT_EQ(wc[i].status, WcStatus::success) << wc_status_name(wc[i].status);
+        }
+        sent += n;
+        (void)a_->context.poll_control(control); // a's group 1 receives b's ACKs
+        (void)b_->context.poll_control(control); // b's group 0 receives a's SENDs
+    }
+    ASSERT_EQ(sent, messages);
+    const auto received_all = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (;;) {
+        {
+            const std::lock_guard lock(mutex);
+            if (b_done.size() >= static_cast<std::size_t>(messages)) {
+                break;
+            }
+        }
+        ASSERT_LT(std::chrono::steady_clock::now(), received_all) << "receives missing";
+        std::this_thread::yield();
+    }
+    {
+        const std::lock_guard lock(mutex);
+        for (int i = 0; i < messages; ++i) {
+            const WorkCompletion& done = b_done[static_cast<std::size_t>(i)];
+            EXPECT_EQ(done.wr_id, static_cast<std::uint64_t>(i));
+            EXPECT_EQ(done.status, WcStatus::success);
+            EXPECT_EQ(done.qpn, qp.qpn());
+            EXPECT_EQ(std::memcmp(b_->data() + i * 4096, a_->data() + i * 1000, 3000), 0) << i;
+        }
+    }
+    EXPECT_GT(counter(*b_, "group0_steering_misses"), 0U) << "arrived on group 0, handed over";
+    EXPECT_EQ(counter(*b_, "group0_rx_unknown_qp"), 0U) << "group 0 never looks the QP up";
+
+    ASSERT_NO_FATAL_FAILURE(finish(qp.destroy(5), 5));
 }
 
 } // namespace

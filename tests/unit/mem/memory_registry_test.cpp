@@ -124,6 +124,45 @@ TEST_F(RegistryTest, SameRangeAndAccessIsRefcounted) {
     EXPECT_NE(check(key, 1, access_remote_read, kBase, 8), KeyCheck::ok);
 }
 
+// Two-step deregistration (a device whose polling threads may still hold the entry): retire()
+// kills the key at once but keeps the index and the table until reclaim().
+TEST_F(RegistryTest, RetireKillsTheKeyAndReclaimFreesIt) {
+    const AccessFlags access = access_local_write | access_remote_read;
+    auto first = reg(1, kBase, 2 * k4k, access);
+    auto second = reg(1, kBase, 2 * k4k, access);
+    ASSERT_TRUE(first.ok() && second.ok());
+    MemoryRegion* region = first.value();
+    const MemoryKey key = region->rkey();
+    const TranslationTable* table = region->table();
+
+    bool last = true;
+    ASSERT_TRUE(registry_->retire(region, last).ok());
+    EXPECT_FALSE(last) << "one reference left: nothing retired";
+    EXPECT_EQ(check(key, 1, access_remote_read, kBase, 8), KeyCheck::ok);
+
+    ASSERT_TRUE(registry_->retire(region, last).ok());
+    EXPECT_TRUE(last);
+    EXPECT_TRUE(region->retired());
+    EXPECT_NE(check(key, 1, access_remote_read, kBase, 8), KeyCheck::ok) << "dead at once";
+    EXPECT_EQ(region->table(), table) << "the table outlives the key until reclaim";
+    EXPECT_EQ(registry_->region_count(), 1U);
+    EXPECT_EQ(registry_->retire(region, last).code(), StatusCode::invalid_parameter)
+        << "retired once";
+
+    // The same range again is a new region with another index: the retired one is not joined and
+    // its index is not reused while a data path may still look at it.
+    auto again = reg(1, kBase, 2 * k4k, access);
+    ASSERT_TRUE(again.ok());
+    EXPECT_NE(again.value(), region);
+    EXPECT_NE(key_index(again.value()->rkey()), key_index(key));
+
+    registry_->reclaim(region);
+    EXPECT_EQ(registry_->region_count(), 1U);
+    EXPECT_EQ(check(key, 1, access_remote_read, kBase, 8), KeyCheck::free_entry);
+    ASSERT_TRUE(registry_->deregister(again.value()).ok());
+    EXPECT_EQ(registry_->region_count(), 0U);
+}
+
 TEST_F(RegistryTest, InconsistentPageListsAreRejected) {
     PageList pages;
     const VirtualPiece piece{kBase, k4k};
@@ -292,6 +331,19 @@ TEST_F(FastRegRegionTest, Seed001Errors) {
               InvalidateResult::not_invalidatable);
     EXPECT_EQ(registry_->allocate_fast_reg(1, 0, access_local_write).code(),
               StatusCode::invalid_parameter);
+}
+
+TEST_F(FastRegRegionTest, ARetiredRegionTakesNoNewPages) {
+    const MemoryKey key = next_key(mr_->lkey());
+    bool last = false;
+    ASSERT_TRUE(registry_->retire(mr_, last).ok());
+    ASSERT_TRUE(last);
+    EXPECT_EQ(registry_->fast_register(*mr_, 1, key, request(), access_local_write),
+              FastRegResult::retired)
+        << "a FAST_REG still queued must not bring a deregistered key back";
+    EXPECT_FALSE(mr_->valid());
+    registry_->reclaim(mr_);
+    EXPECT_EQ(registry_->region_count(), 0U);
 }
 
 TEST_F(RegistryTest, ReregistrationRollsTheKey) {
