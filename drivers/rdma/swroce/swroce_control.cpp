@@ -762,7 +762,7 @@ void report_error_state(SwroceQp& qp, bool fatal) noexcept {
 
 void run_group_requests(SwroceDevice& dev, unsigned group) noexcept {
     QueueGroupState& state = *dev.groups[group];
-    std::array<void*, 16> requests{};
+    std::array<void*, 16> requests; // filled by the dequeue
     const unsigned n =
         rte_ring_sc_dequeue_burst(state.control, requests.data(), requests.size(), nullptr);
     if (PRDMA_LIKELY(n == 0)) {

@@ -137,6 +137,7 @@ struct SwroceQp {
     std::uint32_t write_dma_length = 0; // its RETH length: a WRITE_WITH_IMM's byte_len
     std::array<ResponderResource, max_responder_resources> resources{};
     std::uint32_t next_resource = 0; // round-robin slot for the next READ/atomic
+    bool responses_pending = false;  // some resource may have responses to send
     bool nak_sent = false;           // one sequence NAK per gap
     bool ack_pending = false;
     std::uint32_t ack_psn = 0;

@@ -23,7 +23,7 @@ constexpr std::uint16_t burst_size = 32;
 
 // Transmit batch of one progress call.
 struct TxBatch {
-    std::array<rte_mbuf*, 64> mbufs{};
+    std::array<rte_mbuf*, 64> mbufs; // left uninitialised: only [0, count) is ever read
     std::uint16_t count = 0;
     [[nodiscard]] bool full() const noexcept { return count == mbufs.size(); }
 };
@@ -541,6 +541,7 @@ void execute_read_atomic(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept 
         }
     }
     qp.resources[qp.next_resource] = resource;
+    qp.responses_pending = true;
     qp.next_resource = (qp.next_resource + 1) % max_responder_resources;
     qp.nak_sent = false;
     qp.expected_psn = roce::psn_add(psn, resource.span);
@@ -555,6 +556,7 @@ void replay(SwroceQp& qp, std::uint32_t psn) noexcept {
         if (resource.valid && into >= 0 && static_cast<std::uint32_t>(into) < resource.span) {
             resource.next_packet = static_cast<std::uint32_t>(into);
             resource.sending = true;
+            qp.responses_pending = true;
             return;
         }
     }
@@ -957,6 +959,7 @@ void send_responses(SwroceQp& qp, TxBatch& tx) noexcept {
         }
         res.sending = false;
     }
+    qp.responses_pending = false; // every resource sent what it had
 }
 
 // Sends what the backlog holds; true when it is empty.
@@ -977,8 +980,11 @@ bool flush_backlog(SwroceDevice& dev, unsigned group) noexcept {
 // until it is out). Only frames beyond the backlog's room are lost, counted, and left to the
 // retransmission timer.
 bool transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept {
-    capture_frames(dev, group, tx.mbufs.data(), tx.count, true);
     QueueGroupState& state = *dev.groups[group];
+    if (tx.count == 0) {
+        return state.tx_backlog_count == 0; // an empty burst still costs a PMD call
+    }
+    capture_frames(dev, group, tx.mbufs.data(), tx.count, true);
     std::uint16_t sent = 0;
     if (PRDMA_LIKELY(state.tx_backlog_count == 0)) {
         for (int attempt = 0; attempt < 2 && sent < tx.count; ++attempt) {
@@ -1024,7 +1030,7 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept {
     // Control requests first (a QP created for this group takes part in this very burst; one being
     // destroyed is gone before the scan).
     run_group_requests(dev, group);
-    std::array<rte_mbuf*, burst_size> mbufs{};
+    std::array<rte_mbuf*, burst_size> mbufs; // filled by the bursts below
     const std::uint64_t now = rte_get_tsc_cycles();
     QueueGroupState& state = *dev.groups[group];
     const std::uint16_t received = dev.port.receive_frames(group, mbufs.data(), burst_size);
@@ -1067,7 +1073,7 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept {
             }
             send_ack(*qp, tx);
         }
-        if (qp->dest_mac && qp->state != rdma::QpState::err) {
+        if (qp->responses_pending && qp->dest_mac && qp->state != rdma::QpState::err) {
             send_responses(*qp, tx);
             if (tx.full()) {
                 if (!transmit(dev, group, tx)) {
