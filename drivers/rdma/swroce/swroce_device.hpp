@@ -50,6 +50,12 @@ struct RecvWqe {
 
 // A send-queue entry: the WR with what must outlive the post (its SGEs, its inline payload) and
 // the requester's progress on it.
+// READs and atomics are answered by responses and bounded by max_rd_atomic.
+constexpr bool wqe_is_read_or_atomic(rdma::WrOpcode opcode) noexcept {
+    return opcode == rdma::WrOpcode::rdma_read || opcode == rdma::WrOpcode::atomic_cmp_swap ||
+           opcode == rdma::WrOpcode::atomic_fetch_add;
+}
+
 struct SendWqe {
     rdma::SendWr wr;
     std::array<rdma::Sge, max_send_sge> sges{};
@@ -71,9 +77,7 @@ struct SendWqe {
     }
 
     [[nodiscard]] bool is_read_or_atomic() const noexcept {
-        return wr.opcode == rdma::WrOpcode::rdma_read ||
-               wr.opcode == rdma::WrOpcode::atomic_cmp_swap ||
-               wr.opcode == rdma::WrOpcode::atomic_fetch_add;
+        return wqe_is_read_or_atomic(wr.opcode);
     }
 };
 
@@ -122,6 +126,7 @@ struct SwroceQp {
     WorkRing<SendWqe> send_queue;
     std::uint32_t send_psn = 0;            // next PSN to assign to a new message
     std::uint32_t send_offset = 0;         // WQEs from the head already fully transmitted
+    bool reads_posted = false;             // a READ or atomic was ever posted (never reset)
     bool send_stopped = false;             // a local WR failed: nothing after it is transmitted
     std::uint64_t retransmit_deadline = 0; // TSC; 0 = nothing unacknowledged
     int retries_left = 0;

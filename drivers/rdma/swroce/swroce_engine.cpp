@@ -298,7 +298,8 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
     }
     const std::uint32_t mtu = rdma::mtu_bytes(qp.attr.path_mtu);
     std::uint32_t outstanding_reads = 0; // READ/atomic WQEs on the wire, unanswered
-    for (std::uint32_t i = 0; i < qp.send_offset; ++i) {
+    // Only a QP that ever carried a READ or atomic needs the count (a scan of what is in flight).
+    for (std::uint32_t i = 0; qp.reads_posted && i < qp.send_offset; ++i) {
         outstanding_reads += qp.send_queue.at(i).is_read_or_atomic() ? 1U : 0U;
     }
     while (qp.send_offset < qp.send_queue.size() && !tx.full()) {

@@ -129,6 +129,7 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
             break;
         }
         SendWqe& wqe = qp.send_queue.push_slot();
+        qp.reads_posted |= wqe_is_read_or_atomic(wr.opcode);
         if (PRDMA_UNLIKELY(!fill_wqe(qp, wr, wqe))) {
             // Taken, then failed: an error completion and the QP to ERR, as a NIC would.
             wqe.wr.opcode = wr.opcode;
