@@ -284,7 +284,7 @@ Status run_test(const PerfOptions& o, PerfSession& session) {
         }
     }
 
-    const double tsc_hz = static_cast<double>(rte_get_tsc_hz());
+    const auto tsc_hz = static_cast<double>(rte_get_tsc_hz());
     const bool duration = o.duration_seconds != 0;
     const bool half_round_trip = verb == Verb::write || verb == Verb::send;
     // Waiting for a peer that runs its whole test: allow for long runs.
@@ -357,7 +357,7 @@ Status run_test(const PerfOptions& o, PerfSession& session) {
             r.iterations = samples.iterations;
             const double seconds = static_cast<double>(samples.duration_cycles) / tsc_hz;
             if (seconds > 0) {
-                const double bytes = static_cast<double>(size * samples.iterations);
+                const auto bytes = static_cast<double>(size * samples.iterations);
                 r.bw_average = bytes / seconds / (o.report_gbits ? 125e6 : 1048576.0);
                 r.msg_rate = static_cast<double>(samples.iterations) / seconds / 1e6;
             }
@@ -497,15 +497,13 @@ Result<std::vector<std::string>> default_eal_args(const PerfOptions& o) {
         "--vdev=rdma_swroce0,port=net_memif0,ip=" + std::string(client ? "10.0.0.2" : "10.0.0.1")};
 }
 
-int fail(const std::string& message) {
+int fail(const std::string& message) noexcept {
     std::fflush(stdout);
     std::fprintf(stderr, "prdma-perf: %s\n", message.c_str());
     return 1;
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
     std::vector<std::string> args(argv + 1, argv + argc);
     const std::string program = std::filesystem::path(argv[0]).filename().string();
     std::optional<TestId> test;
@@ -574,4 +572,16 @@ int main(int argc, char** argv) {
         return fail(status.error().message());
     }
     return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    // Standard-library allocations are the only things that throw here; say so, never abort.
+    try {
+        return run_main(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "prdma-perf: unexpected error: %s\n", e.what());
+        return 1;
+    }
 }

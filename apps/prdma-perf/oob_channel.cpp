@@ -16,7 +16,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 Error system_error(const std::string& what) {
-    return Error(StatusCode::internal, what + ": " + std::strerror(errno));
+    return {StatusCode::internal, what + ": " + std::strerror(errno)};
 }
 
 void set_nodelay(int fd) {
@@ -125,7 +125,7 @@ OobChannel::~OobChannel() {
     }
 }
 
-Status OobChannel::write_all(const void* data, std::size_t size) {
+Status OobChannel::write_all(const void* data, std::size_t size) const {
     const auto* bytes = static_cast<const char*>(data);
     for (std::size_t done = 0; done < size;) {
         const ssize_t n = ::send(fd_, bytes + done, size - done, MSG_NOSIGNAL);

@@ -38,7 +38,7 @@ public:
     // perftest's ctx_xchg_data over ethernet: the client writes then reads, the server reads
     // then writes, `size` bytes each way.
     Status exchange(const void* mine, void* theirs, std::size_t size);
-    Status write_all(const void* data, std::size_t size);
+    Status write_all(const void* data, std::size_t size) const;
     Status read_all(void* data, std::size_t size);
     // End of the session: stop writing and wait until the peer has closed too, so neither side
     // tears its port down while the other is still sending (sends no byte perftest would see).

@@ -46,7 +46,7 @@ const OptionSpec* find_long(std::string_view name) {
 }
 
 Error bad(const std::string& message) {
-    return Error(StatusCode::invalid_parameter, message);
+    return {StatusCode::invalid_parameter, message};
 }
 
 template <typename T>
@@ -134,7 +134,7 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
         std::optional<std::string> value;
         if (arg.starts_with("--")) {
             const auto eq = arg.find('=');
-            const std::string_view name = std::string_view(arg).substr(2, eq - 2);
+            const std::string_view name = std::string_view{arg}.substr(2, eq - 2);
             spec = find_long(name);
             shown = arg;
             if (eq != std::string::npos) {
@@ -142,7 +142,7 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
             }
         } else if (arg.size() >= 2 && arg[0] == '-') {
             spec = find_short(arg[1]);
-            shown = std::string_view(arg).substr(0, 2);
+            shown = std::string_view{arg}.substr(0, 2);
             if (arg.size() > 2) {
                 value = arg.substr(2);
             }
@@ -174,7 +174,7 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
                 scale = 1024;
                 digits.pop_back();
             } else if (!digits.empty() && (digits.back() == 'M' || digits.back() == 'm')) {
-                scale = 1024 * 1024;
+                scale = std::uint64_t{1024} * 1024;
                 digits.pop_back();
             }
             auto n = number(shown, digits, 1, max_message_size / scale);
@@ -217,7 +217,7 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
                                                                       {4096, rdma::Mtu::mtu_4096}};
             unsigned bytes = 0;
             const auto* match = std::find_if(std::begin(mtus), std::end(mtus), [&](const auto& m) {
-                return parse_number(std::string_view(v), bytes) && m.first == bytes;
+                return parse_number(std::string_view{v}, bytes) && m.first == bytes;
             });
             if (match == std::end(mtus)) {
                 return bad("option " + std::string(shown) + ": '" + v +
@@ -315,7 +315,7 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
             std::size_t start = 0;
             while (start <= v.size()) {
                 const auto comma = std::min(v.find(',', start), v.size());
-                auto n = number(shown, std::string_view(v).substr(start, comma - start), 1,
+                auto n = number(shown, std::string_view{v}.substr(start, comma - start), 1,
                                 max_message_size);
                 if (!n) {
                     return n.error();

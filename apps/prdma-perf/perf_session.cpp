@@ -45,7 +45,7 @@ Result<PerfSession> PerfSession::open(const PerfOptions& options) {
     s.qp_timeout_ = options.qp_timeout;
 
     std::vector<std::uint8_t> attr_block(4096);
-    std::uint32_t attr_size = static_cast<std::uint32_t>(attr_block.size());
+    auto attr_size = static_cast<std::uint32_t>(attr_block.size());
     if (Status st = s.context_.query_device(attr_block.data(), &attr_size); !st.ok()) {
         return Error(st.error().code(), "query_device: " + st.error().message());
     }
@@ -122,7 +122,7 @@ Result<PortInfo> PerfSession::wait_port_active(int gid_index) {
     const auto deadline = Clock::now() + std::chrono::seconds(20);
     std::vector<std::uint8_t> block(4096);
     for (;;) {
-        std::uint32_t size = static_cast<std::uint32_t>(block.size());
+        auto size = static_cast<std::uint32_t>(block.size());
         if (Status st = context_.query_port(1, block.data(), &size); !st.ok()) {
             return Error(st.error().code(), "query_port: " + st.error().message());
         }

@@ -17,8 +17,8 @@ Error malformed(std::string_view what, std::string_view message) {
     for (const char c : message) {
         shown += (c >= 0x20 && c < 0x7f) ? c : '.';
     }
-    return Error(StatusCode::invalid_parameter,
-                 "malformed perftest " + std::string(what) + " message <" + shown + ">");
+    return {StatusCode::invalid_parameter,
+            "malformed perftest " + std::string(what) + " message <" + shown + ">"};
 }
 
 bool parse_hex(std::string_view field, std::size_t width, std::uint64_t& out) {

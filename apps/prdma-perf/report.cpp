@@ -19,8 +19,7 @@ std::string printf_string(const char* format, ...) {
     va_start(args, format);
     const int n = std::vsnprintf(text, sizeof(text), format, args);
     va_end(args);
-    return std::string(text,
-                       static_cast<std::size_t>(std::max(0, std::min<int>(n, sizeof(text) - 1))));
+    return {text, static_cast<std::size_t>(std::max(0, std::min<int>(n, sizeof(text) - 1)))};
 }
 
 // perftest drops the two largest samples (LAT_MEASURE_TAIL) before its statistics.

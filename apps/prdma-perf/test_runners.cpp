@@ -36,14 +36,14 @@ private:
 };
 
 Error stalled(const char* waiting_for) {
-    return Error(StatusCode::not_connected,
-                 std::string("no progress for ") + std::to_string(stall_seconds) +
-                     " s while waiting for " + waiting_for + " (is the peer still running?)");
+    return {StatusCode::not_connected, std::string("no progress for ") +
+                                           std::to_string(stall_seconds) + " s while waiting for " +
+                                           waiting_for + " (is the peer still running?)"};
 }
 
 Error failed(const WorkCompletion& wc) {
-    return Error(StatusCode::internal, "work request " + std::to_string(wc.wr_id) + " failed: " +
-                                           std::string(rdma::wc_status_name(wc.status)));
+    return {StatusCode::internal, "work request " + std::to_string(wc.wr_id) +
+                                      " failed: " + std::string(rdma::wc_status_name(wc.status))};
 }
 
 // The CQ is shared by sends and receives; this keeps count of both kinds.
