@@ -269,6 +269,19 @@ class BadInput(unittest.TestCase):
         rc, out, _ = self.run_alone(['write_bw', '-V'])
         self.assertEqual((rc, out), (0, 'Version: 6.06\n'))
 
+    def test_perftest_style_names(self):
+        # Installed as links: prdma_read_bw runs read_bw, its options those of read_bw.
+        with tempfile.TemporaryDirectory() as tmp:
+            link = os.path.join(tmp, 'prdma_read_bw')
+            os.symlink(PERF, link)
+            p = subprocess.run([link, '--help'], capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn('prdma-perf read_bw', p.stdout)
+            p = subprocess.run([link, '-A', 'CMP_AND_SWAP'], capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn('atomic_lat and atomic_bw only', p.stderr)
+
     def test_no_server(self):
         with tempfile.TemporaryDirectory() as tmp:
             port = free_port()
