@@ -556,14 +556,6 @@ Status ProtectionDomain::adopt(Result<mem::MemoryRegion*> region, std::uint64_t 
     return {};
 }
 
-Result<MemoryRegionHandle> ProtectionDomain::adopt_now(Result<mem::MemoryRegion*> region) {
-    MemoryRegionHandle handle;
-    if (Status status = adopt(std::move(region), 0, false, handle); !status.ok()) {
-        return status.error();
-    }
-    return handle;
-}
-
 Status ProtectionDomain::register_pages(MemoryRegionHandle& out, const void* addr,
                                         std::size_t length, AccessFlags access,
                                         std::uint64_t request_id, bool may_pend) {
@@ -597,10 +589,10 @@ Status ProtectionDomain::register_memory(MemoryRegionHandle& out, const void* ad
     return register_pages(out, addr, length, access, request_id, true);
 }
 
-Result<MemoryRegionHandle> ProtectionDomain::register_for_connection(const QueuePair& qp,
-                                                                     const void* addr,
-                                                                     std::size_t length,
-                                                                     mem::WspAccess access) {
+Status ProtectionDomain::connection_region(MemoryRegionHandle& out, const QueuePair& qp,
+                                           const void* addr, std::size_t length,
+                                           mem::WspAccess access, std::uint64_t request_id,
+                                           bool may_pend) {
     if (pd_ == nullptr || !qp) {
         return Error(StatusCode::invalid_parameter, "the PD or the QP is not allocated");
     }
@@ -622,12 +614,60 @@ Result<MemoryRegionHandle> ProtectionDomain::register_for_connection(const Queue
     if (error != mem::PageListError::ok) {
         return mem::page_list_error(error, "register_for_connection");
     }
-    return adopt_now(dev->registry->register_pages(pd_->id, pages, mem::access_from_wsp(access),
-                                                   mem::RegionKind::virtual_range, qp.qp_->qpn));
+    return adopt(dev->registry->register_pages(pd_->id, pages, mem::access_from_wsp(access),
+                                               mem::RegionKind::virtual_range, qp.qp_->qpn),
+                 request_id, may_pend, out);
+}
+
+Result<MemoryRegionHandle> ProtectionDomain::register_for_connection(const QueuePair& qp,
+                                                                     const void* addr,
+                                                                     std::size_t length,
+                                                                     mem::WspAccess access) {
+    MemoryRegionHandle handle;
+    if (Status status = connection_region(handle, qp, addr, length, access, 0, false);
+        !status.ok()) {
+        return status.error();
+    }
+    return handle;
+}
+
+Status ProtectionDomain::register_for_connection(MemoryRegionHandle& out, const QueuePair& qp,
+                                                 const void* addr, std::size_t length,
+                                                 mem::WspAccess access, std::uint64_t request_id) {
+    return connection_region(out, qp, addr, length, access, request_id, true);
+}
+
+Status ProtectionDomain::sgl_region(MemoryRegionHandle& out, std::span<const mem::SglElement> sgl,
+                                    unsigned page_shift, AccessFlags access,
+                                    std::uint64_t request_id, bool may_pend) {
+    if (pd_ == nullptr) {
+        return Error(StatusCode::invalid_parameter, "the PD is not allocated");
+    }
+    driver::Device* dev = detail::live_device(*pd_->context);
+    if (dev == nullptr) {
+        return removed(*pd_->context);
+    }
+    return adopt(dev->registry->register_sgl(pd_->id, sgl, page_shift, access), request_id,
+                 may_pend, out);
 }
 
 Result<MemoryRegionHandle> ProtectionDomain::register_sgl(std::span<const mem::SglElement> sgl,
                                                           unsigned page_shift, AccessFlags access) {
+    MemoryRegionHandle handle;
+    if (Status status = sgl_region(handle, sgl, page_shift, access, 0, false); !status.ok()) {
+        return status.error();
+    }
+    return handle;
+}
+
+Status ProtectionDomain::register_sgl(MemoryRegionHandle& out, std::span<const mem::SglElement> sgl,
+                                      unsigned page_shift, AccessFlags access,
+                                      std::uint64_t request_id) {
+    return sgl_region(out, sgl, page_shift, access, request_id, true);
+}
+
+Status ProtectionDomain::dma_region(MemoryRegionHandle& out, std::uint64_t request_id,
+                                    bool may_pend) {
     if (pd_ == nullptr) {
         return Error(StatusCode::invalid_parameter, "the PD is not allocated");
     }
@@ -635,18 +675,19 @@ Result<MemoryRegionHandle> ProtectionDomain::register_sgl(std::span<const mem::S
     if (dev == nullptr) {
         return removed(*pd_->context);
     }
-    return adopt_now(dev->registry->register_sgl(pd_->id, sgl, page_shift, access));
+    return adopt(dev->registry->get_dma_region(pd_->id), request_id, may_pend, out);
 }
 
 Result<MemoryRegionHandle> ProtectionDomain::get_dma_region() {
-    if (pd_ == nullptr) {
-        return Error(StatusCode::invalid_parameter, "the PD is not allocated");
+    MemoryRegionHandle handle;
+    if (Status status = dma_region(handle, 0, false); !status.ok()) {
+        return status.error();
     }
-    driver::Device* dev = detail::live_device(*pd_->context);
-    if (dev == nullptr) {
-        return removed(*pd_->context);
-    }
-    return adopt_now(dev->registry->get_dma_region(pd_->id));
+    return handle;
+}
+
+Status ProtectionDomain::get_dma_region(MemoryRegionHandle& out, std::uint64_t request_id) {
+    return dma_region(out, request_id, true);
 }
 
 Status ProtectionDomain::alloc_fast_reg(MemoryRegionHandle& out, std::uint32_t max_pages,

@@ -157,11 +157,17 @@ public:
     // Seed 002: usable remotely only by `qp`'s peer while connected; refcounted per connection.
     Result<MemoryRegionHandle> register_for_connection(const QueuePair& qp, const void* addr,
                                                        std::size_t length, mem::WspAccess access);
+    Status register_for_connection(MemoryRegionHandle& out, const QueuePair& qp, const void* addr,
+                                   std::size_t length, mem::WspAccess access,
+                                   std::uint64_t request_id);
     // IbRegScatterGatherMr: an IOVA scatter/gather list.
     Result<MemoryRegionHandle> register_sgl(std::span<const mem::SglElement> sgl,
                                             unsigned page_shift, AccessFlags access);
+    Status register_sgl(MemoryRegionHandle& out, std::span<const mem::SglElement> sgl,
+                        unsigned page_shift, AccessFlags access, std::uint64_t request_id);
     // IbGetDmaMr / reserved L_Key (seed 004).
     Result<MemoryRegionHandle> get_dma_region();
+    Status get_dma_region(MemoryRegionHandle& out, std::uint64_t request_id);
     // A region initialised for FAST_REG work requests (seed 001).
     Result<MemoryRegionHandle> alloc_fast_reg_region(std::uint32_t max_pages,
                                                      AccessFlags allowed_access);
@@ -179,11 +185,17 @@ private:
     // the device (which may pend when `request_id` allows it).
     Status adopt(Result<mem::MemoryRegion*> region, std::uint64_t request_id, bool may_pend,
                  MemoryRegionHandle& out);
-    Result<MemoryRegionHandle> adopt_now(Result<mem::MemoryRegion*> region);
     Status register_pages(MemoryRegionHandle& out, const void* addr, std::size_t length,
                           AccessFlags access, std::uint64_t request_id, bool may_pend);
     Status alloc_fast_reg(MemoryRegionHandle& out, std::uint32_t max_pages,
                           AccessFlags allowed_access, std::uint64_t request_id, bool may_pend);
+    Status connection_region(MemoryRegionHandle& out, const QueuePair& qp, const void* addr,
+                             std::size_t length, mem::WspAccess access, std::uint64_t request_id,
+                             bool may_pend);
+    Status sgl_region(MemoryRegionHandle& out, std::span<const mem::SglElement> sgl,
+                      unsigned page_shift, AccessFlags access, std::uint64_t request_id,
+                      bool may_pend);
+    Status dma_region(MemoryRegionHandle& out, std::uint64_t request_id, bool may_pend);
     detail::PdObject* pd_ = nullptr;
 };
 

@@ -682,6 +682,24 @@ TEST_P(Conformance, PendingFormsCompleteAtOnceWhenNoOtherThreadPolls) {
         pd->alloc_fast_reg_region(fast, 8, mem::access_local_write | mem::access_remote_write, 15)
             .ok());
     EXPECT_TRUE(fast.ready());
+    MemoryRegionHandle dma;
+    ASSERT_TRUE(pd->get_dma_region(dma, 20).ok());
+    EXPECT_TRUE(dma.ready());
+    EXPECT_NE(dma.lkey(), 0U);
+    MemoryRegionHandle sgl;
+    const mem::SglElement elements[] = {{buffer->iova(), 8192}};
+    ASSERT_TRUE(pd->register_sgl(sgl, elements, 12, mem::access_local_write, 21).ok());
+    EXPECT_TRUE(sgl.ready());
+    MemoryRegionHandle bound;
+    EXPECT_EQ(
+        pd->register_for_connection(bound, qp, buffer->data(), 4096, mem::WspAccess::read_write, 22)
+            .code(),
+        StatusCode::not_connected)
+        << "the QP is only in INIT";
+    EXPECT_FALSE(bound);
+    EXPECT_EQ(context.resources().total(), 7U);
+    EXPECT_TRUE(dma.deregister(23).ok());
+    EXPECT_TRUE(sgl.deregister(24).ok());
     EXPECT_EQ(context.resources().total(), 5U);
 
     EXPECT_TRUE(mr.deregister(16).ok());
