@@ -140,6 +140,12 @@ Status run(const PerfOptions& o) {
     if (o.stats) {
         print_counters(session);
     }
+    if (!o.server && status.ok()) {
+        // Both sides saw each other finish; the client now closes its port. DPDK 22.11's memif
+        // can crash a side that is polling while its peer disconnects, so the server (the memif
+        // server in the embedded default) polls nothing until the client is gone.
+        std::this_thread::sleep_for(250ms);
+    }
     return status;
 }
 
