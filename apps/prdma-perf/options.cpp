@@ -24,7 +24,7 @@ constexpr OptionSpec option_specs[] = {
     {'o', "outs", true},        {'c', "connection", true},  {'d', "ib-dev", true},
     {'i', "ib-port", true},     {'u', "qp-timeout", true},  {'h', "help", false},
     {'V', "version", false},    {0, "dev", true},           {0, "json", false},
-    {0, "sizes", true},         {0, "stats", false},
+    {0, "sizes", true},         {0, "stats", false},        {0, "perform_warm_up", false},
 };
 
 const OptionSpec* find_short(char name) {
@@ -311,6 +311,12 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
             o.json = true;
         } else if (name == "stats") {
             o.stats = true;
+        } else if (name == "perform_warm_up") {
+            if (test.kind != Kind::bandwidth || test.verb == Verb::send) {
+                return bad("--perform_warm_up is valid in atomic, read and write bandwidth tests "
+                           "only (as in perftest)");
+            }
+            o.warm_up = true;
         } else if (name == "sizes") {
             std::size_t start = 0;
             while (start <= v.size()) {
@@ -396,6 +402,7 @@ std::string usage(TestId test) {
            "  -p, --port=<port>        TCP port of the exchange (default 18515)\n"
            "  -I, --inline_size=<n>    inline size (default 220 write_lat, 236 send_lat, else 0)\n"
            "      --report_gbits       bandwidth in Gb/s instead of MB/s\n"
+           "      --perform_warm_up    unmeasured WRs before each size (write/read/atomic_bw)\n"
            "  -A, --atomic_type=<t>    CMP_AND_SWAP or FETCH_AND_ADD (default FETCH_AND_ADD)\n"
            "  -t, --tx-depth=<n>       send queue depth (default 1 latency, 128 bandwidth)\n"
            "  -r, --rx-depth=<n>       receive queue depth (default 512)\n"

@@ -56,6 +56,7 @@ struct PerfOptions {
     std::string device;           // --dev / -d
     bool json = false;            // --json
     bool stats = false;           // --stats: the device counters on stderr at the end
+    bool warm_up = false;         // --perform_warm_up: unmeasured WRs before each size (bw)
     bool help = false;
     bool version = false;
 };

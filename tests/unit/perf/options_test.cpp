@@ -54,6 +54,10 @@ TEST(PerfOptions, PerftestDefaults) {
     EXPECT_EQ(send_lat->inline_size, 236U);
     EXPECT_EQ(send_lat->tx_depth, 1U);
     EXPECT_EQ(send_lat->rx_depth, 512U);
+    auto warm = parse(write_bw, {"--perform_warm_up"});
+    ASSERT_TRUE(warm.ok());
+    EXPECT_TRUE(warm->warm_up);
+    EXPECT_FALSE(parse(TestId{Verb::send, Kind::bandwidth}, {"--perform_warm_up"}).ok());
     auto atomic = parse(atomic_lat, {});
     ASSERT_TRUE(atomic.ok());
     EXPECT_EQ(atomic->sizes, std::vector<std::uint64_t>{8});
@@ -130,6 +134,7 @@ TEST(PerfOptions, RefusalsSayWhy) {
         {{"-x", "65"}, "0..64"},
         {{"-I", "913"}, "0..912"},
         {{"-s", "9M"}, "the largest message is 8388608"},
+        {{"--perform_warm_up"}, "bandwidth tests only"},
     };
     for (const Case& c : cases) {
         auto o = parse(write_lat, c.args);
