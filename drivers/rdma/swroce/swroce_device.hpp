@@ -144,6 +144,9 @@ struct SwroceQp {
     std::uint32_t next_resource = 0; // round-robin slot for the next READ/atomic
     bool responses_pending = false;  // some resource may have responses to send
     bool nak_sent = false;           // one sequence NAK per gap
+    // An invalid-request / remote-access / remote-operation NAK is queued: once it is on its way
+    // the QP goes to ERR (IBTA responder classes A-C; what rxe does).
+    bool error_after_nak = false;
     bool ack_pending = false;
     std::uint32_t ack_psn = 0;
     std::uint8_t ack_syndrome = 0;

@@ -216,6 +216,17 @@ void fail_qp(SwroceQp& qp, rdma::WcStatus status, std::uint32_t vendor_error = 0
     report_error_state(qp, true);
 }
 
+// A responder error (class A-C): no WR of ours failed, so everything is flushed.
+void fail_responder(SwroceQp& qp) noexcept {
+    if (qp.state == rdma::QpState::err) {
+        return;
+    }
+    qp.state = rdma::QpState::err;
+    qp.attr.state = rdma::QpState::err;
+    flush_queues(qp);
+    report_error_state(qp, true);
+}
+
 // Checks every SGE's lkey once, when the WQE is first transmitted.
 bool check_local_keys(SwroceQp& qp, SendWqe& wqe) noexcept {
     if (wqe.checked || (wqe.wr.flags & rdma::send_inline) != 0) {
@@ -423,6 +434,9 @@ void queue_ack(SwroceQp& qp, std::uint32_t psn, std::uint8_t syndrome) noexcept 
 
 void queue_nak(SwroceQp& qp, roce::NakCode code, std::uint32_t psn) noexcept {
     queue_ack(qp, psn, roce::nak_syndrome(code));
+    qp.error_after_nak = qp.error_after_nak || code == roce::NakCode::invalid_request ||
+                         code == roce::NakCode::remote_access_error ||
+                         code == roce::NakCode::remote_operational_error;
     ++qp.device->counters_of(qp).naks_sent;
     ++qp.counters.naks_sent;
 }
@@ -1073,6 +1087,12 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept {
                 return;
             }
             send_ack(*qp, tx);
+            if (!qp->ack_pending && qp->error_after_nak) {
+                // The NAK is in the batch; the responder's error takes the QP to ERR, flushing
+                // both queues (the requester learns of it from the NAK).
+                qp->error_after_nak = false;
+                fail_responder(*qp);
+            }
         }
         if (qp->responses_pending && qp->dest_mac && qp->state != rdma::QpState::err) {
             send_responses(*qp, tx);

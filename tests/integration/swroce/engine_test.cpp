@@ -432,6 +432,29 @@ TEST_F(EngineTest, BadRkeyFailsAtTheRequesterAndLeavesTargetMemoryAlone) {
     }
 }
 
+// IBTA responder classes A-C, as rxe: after sending the NAK the responder's QP goes to ERR too,
+// its posted receives flush and its context hears qp_fatal.
+TEST_F(EngineTest, TheResponderGoesToErrorAfterARemoteAccessNak) {
+    post_receive(*b_, 41, 0, 64);
+    SendWr wr = send_wr(*a_, WrOpcode::rdma_write, 0, 64);
+    wr.rdma.remote_addr = b_->addr();
+    wr.rdma.rkey = b_->mr.rkey() ^ 0x100;
+    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    const auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::remote_access_error);
+    const auto flushed = wait(*b_, 1);
+    ASSERT_EQ(flushed.size(), 1U);
+    EXPECT_EQ(flushed[0].wr_id, 41U);
+    EXPECT_EQ(flushed[0].status, WcStatus::wr_flush_error);
+    EXPECT_EQ(b_->qp.state(), QpState::err);
+    Event events[4];
+    const std::size_t n = b_->context.poll_events(events);
+    ASSERT_GE(n, 1U);
+    EXPECT_EQ(events[0].type, EventType::qp_fatal);
+    EXPECT_EQ(events[0].qpn, b_->qp.qpn());
+}
+
 // A QP the engine moved to error by itself (a NAK here) says so when asked, as ibv_query_qp does,
 // and modify checks transitions from there (found over net_memif: it still said RTS).
 TEST_F(EngineTest, TheQpReportsTheErrorStateTheEngineMovedItTo) {
