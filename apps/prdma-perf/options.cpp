@@ -349,6 +349,10 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
             return bad("atomic tests move 8 bytes; -s and -a do not apply");
         }
     }
+    // Ascending and once each: write_lat's poll byte (the last byte of a message) is then a byte
+    // no earlier, smaller message of the run wrote, as with perftest's -a.
+    std::sort(o.sizes.begin(), o.sizes.end());
+    o.sizes.erase(std::unique(o.sizes.begin(), o.sizes.end()), o.sizes.end());
     if (o.run_all) {
         for (unsigned shift = 1; shift <= 23; ++shift) {
             o.sizes.push_back(1ULL << shift);

@@ -99,6 +99,10 @@ TEST(PerfOptions, SizeList) {
     auto o = parse(write_lat, {"--sizes=8,64,4096"});
     ASSERT_TRUE(o.ok());
     EXPECT_EQ(o->sizes, (std::vector<std::uint64_t>{8, 64, 4096}));
+    auto unsorted = parse(write_lat, {"--sizes", "4096,8,64,8"});
+    ASSERT_TRUE(unsorted.ok());
+    EXPECT_EQ(unsorted->sizes, (std::vector<std::uint64_t>{8, 64, 4096}));
+    EXPECT_FALSE(parse(write_lat, {"--sizes", "8,,64"}).ok());
 }
 
 TEST(PerfOptions, AtomicType) {
