@@ -50,6 +50,15 @@ struct RecvWqe {
 
 // A send-queue entry: the WR with what must outlive the post (its SGEs, its inline payload) and
 // the requester's progress on it.
+// A key entry the engine kept across bursts (a queued WQE's SGE, a READ being answered, a WRITE
+// in progress) is used again only while it still carries the key it was checked for: a
+// deregistration, LOCAL_INV or SEND_WITH_INV in between moves the variant on or the state off
+// valid, and the translation table behind it may be gone.
+inline bool still_valid(const mem::KeyEntry* entry, mem::MemoryKey key) noexcept {
+    return entry != nullptr && entry->state == mem::KeyState::valid &&
+           entry->variant == mem::key_variant(key);
+}
+
 // READs and atomics are answered by responses and bounded by max_rd_atomic.
 constexpr bool wqe_is_read_or_atomic(rdma::WrOpcode opcode) noexcept {
     return opcode == rdma::WrOpcode::rdma_read || opcode == rdma::WrOpcode::atomic_cmp_swap ||
@@ -89,6 +98,7 @@ struct ResponderResource {
     std::uint32_t psn = 0;  // of the request
     std::uint32_t span = 0; // response packets (PSNs) of a READ
     const mem::KeyEntry* entry = nullptr;
+    mem::MemoryKey key = 0; // the rkey `entry` was checked for: still_valid() before each use
     std::uint64_t va = 0;
     std::uint32_t length = 0;
     std::uint64_t original = 0;    // an atomic's result
@@ -137,6 +147,7 @@ struct SwroceQp {
     std::uint32_t msn = 0;
     std::uint32_t recv_offset = 0; // bytes of the current SEND placed in the receive WQE
     const mem::KeyEntry* write_entry = nullptr; // the checked rkey of the WRITE in progress
+    mem::MemoryKey write_key = 0;
     std::uint64_t write_va = 0;
     std::uint32_t write_length = 0;     // bytes of it still to come
     std::uint32_t write_dma_length = 0; // its RETH length: a WRITE_WITH_IMM's byte_len

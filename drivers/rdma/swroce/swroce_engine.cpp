@@ -78,6 +78,20 @@ roce::FrameHeaders headers_for(const SwroceQp& qp, roce::Opcode opcode,
 }
 
 // Copies `length` bytes at `offset` of the WQE's message into `out`, through its checked lkeys.
+// Every SGE of a WQE still maps what it was checked for (see still_valid); inline data has no
+// keys to lose.
+bool wqe_keys_valid(const SendWqe& wqe) noexcept {
+    if ((wqe.wr.flags & rdma::send_inline) != 0) {
+        return true;
+    }
+    for (std::uint32_t i = 0; i < wqe.wr.num_sge; ++i) {
+        if (PRDMA_UNLIKELY(!still_valid(wqe.entries[i], wqe.sges[i].lkey))) {
+            return false;
+        }
+    }
+    return true;
+}
+
 void gather(const SendWqe& wqe, std::uint32_t offset, std::uint32_t length,
             std::uint8_t* out) noexcept {
     if ((wqe.wr.flags & rdma::send_inline) != 0) {
@@ -379,6 +393,11 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
                     h.atomic_eth.compare = 0;
                 }
             }
+            if (plan.length > 0 && !wqe.is_read_or_atomic() && !wqe_keys_valid(wqe)) {
+                // The local region went away while the WQE was queued: as a NIC would, fail it.
+                fail_qp(qp, rdma::WcStatus::local_protection_error);
+                return;
+            }
             if (!emit(qp, tx, h, Payload{&wqe, nullptr, 0, plan.offset, plan.length})) {
                 return;
             }
@@ -521,6 +540,7 @@ void execute_read_atomic(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept 
                 qp.nak_sent = true;
                 return;
             }
+            resource.key = frame.reth.rkey;
         }
         const std::uint32_t mtu = rdma::mtu_bytes(qp.attr.path_mtu);
         resource.va = frame.reth.va;
@@ -647,12 +667,20 @@ void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
                 return;
             }
             qp.write_entry = entry;
+            qp.write_key = frame.reth.rkey;
             qp.write_va = frame.reth.va;
             qp.write_length = frame.reth.dma_length;
             qp.write_dma_length = frame.reth.dma_length;
         }
         if (qp.write_entry == nullptr || frame.payload.size() > qp.write_length) {
             queue_nak(qp, roce::NakCode::invalid_request, psn);
+            return;
+        }
+        if (PRDMA_UNLIKELY(!still_valid(qp.write_entry, qp.write_key))) {
+            // The region went away (or was invalidated) in the middle of the WRITE.
+            qp.write_entry = nullptr;
+            queue_nak(qp, roce::NakCode::remote_access_error, psn);
+            qp.nak_sent = true;
             return;
         }
         // WRITE_WITH_IMM consumes a receive with its last packet. Without one, NAK before placing
@@ -766,6 +794,10 @@ void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64
         const std::uint64_t original = frame.atomic_ack_eth.original_data;
         std::uint8_t bytes[8];
         std::memcpy(bytes, &original, sizeof(bytes)); // host order in the requester's buffer
+        if (!wqe_keys_valid(target)) {
+            fail_qp(qp, rdma::WcStatus::local_protection_error);
+            return;
+        }
         place_in_wqe(target, 0, bytes, sizeof(bytes));
     } else {
         if (target.wr.opcode != rdma::WrOpcode::rdma_read) {
@@ -775,6 +807,10 @@ void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64
         const std::uint32_t offset = target.responses * rdma::mtu_bytes(qp.attr.path_mtu);
         if (offset + frame.payload.size() > target.length) {
             fail_qp(qp, rdma::WcStatus::bad_response_error);
+            return;
+        }
+        if (!wqe_keys_valid(target)) {
+            fail_qp(qp, rdma::WcStatus::local_protection_error);
             return;
         }
         place_in_wqe(target, offset, frame.payload.data(),
@@ -949,6 +985,12 @@ void send_responses(SwroceQp& qp, TxBatch& tx) noexcept {
             if (!emit(qp, tx, h, Payload{})) {
                 return;
             }
+            res.sending = false;
+            continue;
+        }
+        if (res.length > 0 && PRDMA_UNLIKELY(!still_valid(res.entry, res.key))) {
+            // The region went away mid-READ: stop answering; the requester's retries run out.
+            res.valid = false;
             res.sending = false;
             continue;
         }

@@ -455,6 +455,61 @@ TEST_F(EngineTest, TheResponderGoesToErrorAfterARemoteAccessNak) {
     EXPECT_EQ(events[0].qpn, b_->qp.qpn());
 }
 
+// A region deregistered while a request still uses it (the application's error) must fail that
+// request, never read or write through the freed translation table.
+TEST_F(EngineTest, ARegionDeregisteredMidReadStopsTheResponses) {
+    auto buffer = mem::DmaBuffer::allocate(1 << 20, 4096);
+    ASSERT_TRUE(buffer.ok());
+    auto region = b_->pd.register_memory(buffer->data(), 1 << 20,
+                                         mem::access_local_write | mem::access_remote_read);
+    ASSERT_TRUE(region.ok());
+    SendWr read = send_wr(*a_, WrOpcode::rdma_read, 0, 1 << 20);
+    read.rdma.remote_addr = reinterpret_cast<std::uint64_t>(buffer->data());
+    read.rdma.rkey = region->rkey();
+    ASSERT_EQ(post_send(a_->qp, &read, 1), 1);
+    (void)poll_cq(b_->cq, nullptr, 0); // B takes the request and sends its first responses
+    ASSERT_TRUE(region->deregister().ok());
+    const auto done = wait(*a_, 1, std::chrono::seconds(10));
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_NE(done[0].status, WcStatus::success) << "1 MiB read from a region that went away";
+}
+
+TEST_F(EngineTest, ARegionDeregisteredMidWriteIsARemoteAccessError) {
+    auto buffer = mem::DmaBuffer::allocate(1 << 20, 4096);
+    ASSERT_TRUE(buffer.ok());
+    auto region = b_->pd.register_memory(buffer->data(), 1 << 20,
+                                         mem::access_local_write | mem::access_remote_write);
+    ASSERT_TRUE(region.ok());
+    SendWr write = send_wr(*a_, WrOpcode::rdma_write, 0, 1 << 20);
+    write.rdma.remote_addr = reinterpret_cast<std::uint64_t>(buffer->data());
+    write.rdma.rkey = region->rkey();
+    ASSERT_EQ(post_send(a_->qp, &write, 1), 1); // the first packets leave at once
+    (void)poll_cq(b_->cq, nullptr, 0);          // B places some of them
+    ASSERT_TRUE(region->deregister().ok());
+    const auto done = wait(*a_, 1, std::chrono::seconds(10));
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::remote_access_error) << wc_status_name(done[0].status);
+}
+
+TEST_F(EngineTest, ALocalRegionDeregisteredUnderAQueuedWriteFailsIt) {
+    auto buffer = mem::DmaBuffer::allocate(1 << 20, 4096);
+    ASSERT_TRUE(buffer.ok());
+    auto region = a_->pd.register_memory(buffer->data(), 1 << 20, mem::access_local_write);
+    ASSERT_TRUE(region.ok());
+    SendWr write;
+    write.opcode = WrOpcode::rdma_write;
+    write.flags = send_signaled;
+    write.num_sge = 1;
+    write.sge = {reinterpret_cast<std::uint64_t>(buffer->data()), 1 << 20, region->lkey()};
+    write.rdma.remote_addr = b_->addr();
+    write.rdma.rkey = b_->mr.rkey();
+    ASSERT_EQ(post_send(a_->qp, &write, 1), 1); // part of it leaves now, the rest later
+    ASSERT_TRUE(region->deregister().ok());
+    const auto done = wait(*a_, 1, std::chrono::seconds(10));
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::local_protection_error) << wc_status_name(done[0].status);
+}
+
 // A QP the engine moved to error by itself (a NAK here) says so when asked, as ibv_query_qp does,
 // and modify checks transitions from there (found over net_memif: it still said RTS).
 TEST_F(EngineTest, TheQpReportsTheErrorStateTheEngineMovedItTo) {
