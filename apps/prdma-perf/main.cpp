@@ -381,14 +381,18 @@ Status run_test(const PerfOptions& o, PerfSession& session) {
         return bandwidth_report(in);
     };
     const bool several_sizes = o.sizes.size() > 1;
+    const auto samples_for = [&](std::uint64_t size) {
+        BandwidthSamples samples;
+        samples.cycle_buffer = cycle_buffer;
+        samples.cache_line = cache_line;
+        // perftest moderates completions, but not for large single-size runs.
+        samples.cq_moderation =
+            (!several_sizes && !o.cq_moderation_given && size > 8192) ? 1 : o.cq_moderation;
+        return samples;
+    };
     if (verb == Verb::send) {
         for (const std::uint64_t size : o.sizes) {
-            BandwidthSamples samples;
-            samples.cycle_buffer = cycle_buffer;
-            samples.cache_line = cache_line;
-            // perftest moderates completions, but not for large single-size runs.
-            samples.cq_moderation =
-                (!several_sizes && !o.cq_moderation_given && size > 8192) ? 1 : o.cq_moderation;
+            BandwidthSamples samples = samples_for(size);
             Status st;
             if (!client) {
                 st = post_receives(session, size, o.rx_depth);
@@ -442,11 +446,7 @@ Status run_test(const PerfOptions& o, PerfSession& session) {
     }
     BwReport last;
     for (const std::uint64_t size : o.sizes) {
-        BandwidthSamples samples;
-        samples.cycle_buffer = cycle_buffer;
-        samples.cache_line = cache_line;
-        samples.cq_moderation =
-            (!several_sizes && !o.cq_moderation_given && size > 8192) ? 1 : o.cq_moderation;
+        BandwidthSamples samples = samples_for(size);
         if (o.warm_up) {
             // Enough WRs to cycle the port's rings and the buffers through once, not measured:
             // first use costs page faults (memif maps its rings lazily) a NIC would not have.
