@@ -596,6 +596,10 @@ private:
     void op_register();
     void op_deregister();
     void op_allocate_fast_reg();
+    // The checks every newly handed-out key passes; sets `index` (0: none was handed out) and
+    // resets its model entry, carrying `lives` over.
+    void expect_new_key(const Result<MemoryRegion*>& result, const std::string& op,
+                        std::uint32_t& index);
     void op_fast_register();
     void op_invalidate();
     void op_reregister();
@@ -685,36 +689,21 @@ void RegistryModel::op_register() {
         ++ops_["register: same region again"];
         return;
     }
-    if (live_count() == model_max_keys - 1) {
-        ASSERT_FALSE(result.ok()) << "every key is in use";
-        ASSERT_EQ(result.code(), StatusCode::no_resources);
-        ++ops_["register: no keys left"];
+    std::uint32_t index = 0;
+    expect_new_key(result, "register", index);
+    if (index == 0) {
         return;
     }
-    ASSERT_TRUE(result.ok()) << result.error().to_string();
-    MemoryRegion* region = result.value();
-    const MemoryKey key = region->lkey();
-    const std::uint32_t index = key_index(key);
-    ASSERT_GT(index, 0U);
-    ASSERT_LT(index, model_max_keys);
     KeyModel& m = keys_[index];
-    ASSERT_EQ(m.state, KeyState::free) << "index " << index << " handed out twice";
-    if (m.lives > 0) {
-        ASSERT_NE(key_variant(key), m.variant) << "a new registration must roll the variant";
-    }
-    const std::uint64_t lives = m.lives + 1;
-    m = KeyModel{};
+    MemoryRegion* region = m.region;
+    const MemoryKey key = region->lkey();
     m.state = KeyState::valid;
-    m.variant = key_variant(key);
     m.pd = pd;
     m.access = access | access_local_read;
     m.bound_qpn = bound;
     m.start = shape.va;
     m.length = shape.length;
     m.kind = RegionKind::virtual_range;
-    m.region = region;
-    m.references = 1;
-    m.lives = lives;
     m.shared = deduplicate;
     m.dedup = dedup;
     if (deduplicate) {
@@ -727,6 +716,34 @@ void RegistryModel::op_register() {
     issue(index, key);
     touched_ = index;
     ++ops_[deduplicate ? "register: new region" : "register: new private region"];
+}
+
+void RegistryModel::expect_new_key(const Result<MemoryRegion*>& result, const std::string& op,
+                                   std::uint32_t& index) {
+    index = 0;
+    if (live_count() == model_max_keys - 1) {
+        ASSERT_FALSE(result.ok()) << "every key is in use";
+        ASSERT_EQ(result.code(), StatusCode::no_resources);
+        ++ops_[op + ": no keys left"];
+        return;
+    }
+    ASSERT_TRUE(result.ok()) << result.error().to_string();
+    const MemoryKey key = result.value()->lkey();
+    const std::uint32_t handed = key_index(key);
+    ASSERT_GT(handed, 0U);
+    ASSERT_LT(handed, model_max_keys);
+    KeyModel& m = keys_[handed];
+    ASSERT_EQ(m.state, KeyState::free) << "index " << handed << " handed out twice";
+    if (m.lives > 0) {
+        ASSERT_NE(key_variant(key), m.variant) << "a new region must roll the variant";
+    }
+    const std::uint64_t lives = m.lives + 1;
+    m = KeyModel{};
+    m.variant = key_variant(key);
+    m.region = result.value();
+    m.references = 1;
+    m.lives = lives;
+    index = handed;
 }
 
 void RegistryModel::op_deregister() {
@@ -765,36 +782,21 @@ void RegistryModel::op_allocate_fast_reg() {
         ++ops_["allocate_fast_reg: bad parameter"];
         return;
     }
-    if (live_count() == model_max_keys - 1) {
-        ASSERT_FALSE(result.ok()) << "every key is in use";
-        ASSERT_EQ(result.code(), StatusCode::no_resources);
-        ++ops_["allocate_fast_reg: no keys left"];
+    std::uint32_t index = 0;
+    expect_new_key(result, "allocate_fast_reg", index);
+    if (index == 0) {
         return;
     }
-    ASSERT_TRUE(result.ok()) << result.error().to_string();
-    MemoryRegion* region = result.value();
-    const MemoryKey key = region->lkey();
-    const std::uint32_t index = key_index(key);
-    ASSERT_GT(index, 0U);
-    ASSERT_LT(index, model_max_keys);
     KeyModel& m = keys_[index];
-    ASSERT_EQ(m.state, KeyState::free) << "index " << index << " handed out twice";
-    if (m.lives > 0) {
-        ASSERT_NE(key_variant(key), m.variant) << "a new region must roll the variant";
-    }
+    MemoryRegion* region = m.region;
+    const MemoryKey key = region->lkey();
     EXPECT_FALSE(region->valid()) << "a fast-register MR is invalid until its first FAST_REG";
     EXPECT_EQ(region->rkey(), 0U);
     EXPECT_EQ(region->max_pages(), max_pages);
     EXPECT_EQ(region->allowed_access(), allowed | access_local_read);
-    const std::uint64_t lives = m.lives + 1;
-    m = KeyModel{};
     m.state = KeyState::invalid;
-    m.variant = key_variant(key);
     m.pd = pd;
     m.kind = RegionKind::fast_reg;
-    m.region = region;
-    m.references = 1;
-    m.lives = lives;
     m.max_pages = max_pages;
     m.allowed = allowed | access_local_read;
     issue(index, key);
