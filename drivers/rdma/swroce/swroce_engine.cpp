@@ -645,9 +645,25 @@ void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
             return;
         }
         if (last) {
-            if (frame.has(roce::ExtHeader::ieth)) {
-                (void)rdma::driver::device(qp.device->id)
-                    ->registry->invalidate(frame.invalidate_rkey, qp.pd);
+            if (frame.has(roce::ExtHeader::ieth) &&
+                rdma::driver::device(qp.device->id)
+                        ->registry->invalidate(frame.invalidate_rkey, qp.pd) !=
+                    mem::InvalidateResult::ok) {
+                // A key that is not ours to invalidate (wrong PD, not a fast-register region,
+                // stale): the receive completes in error and the requester gets a NAK, as rxe
+                // does (IBTA: remote invalid request).
+                rdma::WorkCompletion wc;
+                wc.wr_id = qp.receive_queue.front().wr_id;
+                wc.status = rdma::WcStatus::remote_invalid_request_error;
+                wc.opcode = rdma::WcOpcode::recv;
+                wc.byte_len = qp.recv_offset;
+                wc.qpn = qp.qpn;
+                wc.src_qpn = qp.attr.dest_qpn;
+                qp.receive_queue.pop();
+                qp.recv_cq->push(wc);
+                queue_nak(qp, roce::NakCode::invalid_request, psn);
+                qp.nak_sent = true;
+                return;
             }
             complete_receive(qp, frame, qp.recv_offset, rdma::WcOpcode::recv);
             ++qp.msn;

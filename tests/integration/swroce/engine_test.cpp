@@ -510,6 +510,26 @@ TEST_F(EngineTest, ALocalRegionDeregisteredUnderAQueuedWriteFailsIt) {
     EXPECT_EQ(done[0].status, WcStatus::local_protection_error) << wc_status_name(done[0].status);
 }
 
+// SEND_WITH_INV naming a key the responder may not invalidate (here a plain registration, not a
+// fast-register region): the receive completes in error, the requester gets remote invalid
+// request, and the key still works for nobody else's harm.
+TEST_F(EngineTest, SendWithInvalidateOfAKeyThatCannotBeInvalidatedFails) {
+    post_receive(*b_, 51, 0, 64);
+    SendWr send = send_wr(*a_, WrOpcode::send_with_inv, 0, 16);
+    send.imm_or_invalidate = b_->mr.rkey();
+    ASSERT_EQ(post_send(a_->qp, &send, 1), 1);
+    const auto sent = wait(*a_, 1);
+    ASSERT_EQ(sent.size(), 1U);
+    EXPECT_EQ(sent[0].status, WcStatus::remote_invalid_request_error)
+        << wc_status_name(sent[0].status);
+    const auto received = wait(*b_, 1);
+    ASSERT_EQ(received.size(), 1U);
+    EXPECT_EQ(received[0].wr_id, 51U);
+    EXPECT_EQ(received[0].status, WcStatus::remote_invalid_request_error);
+    EXPECT_TRUE(b_->mr.region().valid()) << "the region was not invalidated";
+    EXPECT_EQ(b_->qp.state(), QpState::err);
+}
+
 // A QP the engine moved to error by itself (a NAK here) says so when asked, as ibv_query_qp does,
 // and modify checks transitions from there (found over net_memif: it still said RTS).
 TEST_F(EngineTest, TheQpReportsTheErrorStateTheEngineMovedItTo) {
