@@ -629,6 +629,7 @@ void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
             if (qp.receive_queue.empty()) {
                 queue_ack(qp, psn, roce::rnr_nak_syndrome(qp.attr.min_rnr_timer));
                 ++qp.device->counters_of(qp).naks_sent;
+                ++qp.counters.naks_sent;
                 return; // not consumed: the requester resends after the RNR timer
             }
             qp.recv_offset = 0;
@@ -704,6 +705,7 @@ void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
         if (last && frame.has(roce::ExtHeader::immdt) && qp.receive_queue.empty()) {
             queue_ack(qp, psn, roce::rnr_nak_syndrome(qp.attr.min_rnr_timer));
             ++qp.device->counters_of(qp).naks_sent;
+            ++qp.counters.naks_sent;
             return;
         }
         place(*qp.write_entry, qp.write_va, frame.payload.data(),

@@ -410,6 +410,19 @@ TEST_F(EngineTest, ReceiverNotReadyIsRetried) {
     ASSERT_EQ(sent.size(), 1U);
     EXPECT_EQ(sent[0].status, WcStatus::success);
     ASSERT_EQ(wait(*b_, 1).size(), 1U);
+    // The RNR NAKs are counted for the device and for the QP that sent them.
+    auto stats = b_->context.query_stats();
+    ASSERT_TRUE(stats.ok());
+    char qp_counter[64];
+    std::snprintf(qp_counter, sizeof(qp_counter), "qp0x%x_naks_sent", b_->qp.qpn());
+    std::uint64_t device_naks = 0;
+    std::uint64_t qp_naks = 0;
+    for (const Counter& c : stats.value()) {
+        device_naks = c.name == "naks_sent" ? c.value : device_naks;
+        qp_naks = c.name == qp_counter ? c.value : qp_naks;
+    }
+    EXPECT_GT(device_naks, 0U);
+    EXPECT_EQ(qp_naks, device_naks);
 }
 
 TEST_F(EngineTest, BadRkeyFailsAtTheRequesterAndLeavesTargetMemoryAlone) {
