@@ -3,24 +3,14 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <vector>
+
+#include <prdma/format.hpp>
 
 namespace prdma::perf {
 
 namespace {
-
-// perftest prints with printf; so do we, into a string.
-std::string printf_string(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string printf_string(const char* format, ...) {
-    char text[512];
-    va_list args;
-    va_start(args, format);
-    const int n = std::vsnprintf(text, sizeof(text), format, args);
-    va_end(args);
-    return {text, static_cast<std::size_t>(std::max(0, std::min<int>(n, sizeof(text) - 1)))};
-}
 
 // perftest drops the two largest samples (LAT_MEASURE_TAIL) before its statistics.
 constexpr std::size_t measure_tail = 2;
@@ -143,34 +133,33 @@ std::string result_line() {
 std::string test_info_block(const TestInfo& info) {
     std::string out = result_line();
     out += "                    ";
-    out += printf_string("%s ", verb_title(info.test.verb));
+    out += strformat("%s ", verb_title(info.test.verb));
     if (info.test.verb == Verb::atomic) {
         out += info.atomic_type == AtomicType::cmp_and_swap ? "CMP_AND_SWAP " : "FETCH_AND_ADD ";
     }
     out += info.test.kind == Kind::bandwidth ? "BW " : "Latency ";
     out += "Test\n";
-    out +=
-        printf_string(" Dual-port       : %s\t\tDevice         : %s\n", "OFF", info.device.c_str());
-    out += printf_string(" Number of qps   : %u\t\tTransport type : %s\n", info.qps, "IB");
-    out += printf_string(" Connection type : %s\t\tUsing SRQ      : %s\n", "RC", "OFF");
-    out += printf_string(" PCIe relax order: %s\n", "OFF");
-    out += printf_string(" ibv_wr* API     : %s\n", "OFF");
+    out += strformat(" Dual-port       : %s\t\tDevice         : %s\n", "OFF", info.device.c_str());
+    out += strformat(" Number of qps   : %u\t\tTransport type : %s\n", info.qps, "IB");
+    out += strformat(" Connection type : %s\t\tUsing SRQ      : %s\n", "RC", "OFF");
+    out += strformat(" PCIe relax order: %s\n", "OFF");
+    out += strformat(" ibv_wr* API     : %s\n", "OFF");
     if (info.client) {
-        out += printf_string(" TX depth        : %u\n", info.tx_depth);
+        out += strformat(" TX depth        : %u\n", info.tx_depth);
     }
     if (info.test.verb == Verb::send && !info.client) {
-        out += printf_string(" RX depth        : %u\n", info.rx_depth);
+        out += strformat(" RX depth        : %u\n", info.rx_depth);
     }
     if (info.test.kind == Kind::bandwidth) {
-        out += printf_string(" CQ Moderation   : %u\n", info.cq_moderation);
+        out += strformat(" CQ Moderation   : %u\n", info.cq_moderation);
     }
-    out += printf_string(" Mtu             : %u[B]\n", rdma::mtu_bytes(info.mtu));
-    out += printf_string(" Link type       : %s\n", info.link_type.c_str());
-    out += printf_string(" GID index       : %d\n", info.gid_index);
+    out += strformat(" Mtu             : %u[B]\n", rdma::mtu_bytes(info.mtu));
+    out += strformat(" Link type       : %s\n", info.link_type.c_str());
+    out += strformat(" GID index       : %d\n", info.gid_index);
     if (info.test.verb == Verb::read || info.test.verb == Verb::atomic) {
-        out += printf_string(" Outstand reads  : %u\n", info.out_reads);
+        out += strformat(" Outstand reads  : %u\n", info.out_reads);
     } else {
-        out += printf_string(" Max inline data : %u[B]\n", info.inline_size);
+        out += strformat(" Max inline data : %u[B]\n", info.inline_size);
     }
     out += " rdma_cm QPs\t : OFF\n";
     out += " Data ex. method : Ethernet\n";
@@ -179,21 +168,20 @@ std::string test_info_block(const TestInfo& info) {
 }
 
 std::string address_lines(bool local, const KeyMessage& keys, Verb verb) {
-    std::string out = printf_string(" %s address: LID %#04x QPN %#06x PSN %#06x",
-                                    local ? "local" : "remote", keys.lid, keys.qpn, keys.psn);
+    std::string out = strformat(" %s address: LID %#04x QPN %#06x PSN %#06x",
+                                local ? "local" : "remote", keys.lid, keys.qpn, keys.psn);
     if (verb == Verb::read) {
-        out += printf_string(" OUT %#04x", keys.out_reads);
+        out += strformat(" OUT %#04x", keys.out_reads);
     }
     if (verb == Verb::read || verb == Verb::write) {
-        out += printf_string(" RKey %#08x VAddr %#016" PRIx64, keys.rkey, keys.vaddr);
+        out += strformat(" RKey %#08x VAddr %#016" PRIx64, keys.rkey, keys.vaddr);
     }
     out += "\n";
     const auto& g = keys.gid.raw;
-    out +=
-        printf_string(" GID: %02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:"
-                      "%02d:%02d\n",
-                      g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11],
-                      g[12], g[13], g[14], g[15]);
+    out += strformat(" GID: %02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:"
+                     "%02d:%02d\n",
+                     g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11],
+                     g[12], g[13], g[14], g[15]);
     return out;
 }
 
@@ -211,13 +199,13 @@ std::string latency_row(const LatencyReport& r, bool duration) {
     const auto size = static_cast<unsigned long>(r.size);
     const auto iterations = static_cast<unsigned long>(r.iterations);
     if (duration) {
-        return printf_string(" %-7lu       %lu            %-7.2f        %-7.2f\n", size, iterations,
-                             r.t_avg, r.tps);
+        return strformat(" %-7lu       %lu            %-7.2f        %-7.2f\n", size, iterations,
+                         r.t_avg, r.tps);
     }
-    return printf_string(
-        " %-7lu %lu          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     "
-        "\t%-7.2f\t\t%-7.2f \t\t%-7.2f\n",
-        size, iterations, r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev, r.p99, r.p999);
+    return strformat(" %-7lu %lu          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     "
+                     "\t%-7.2f\t\t%-7.2f \t\t%-7.2f\n",
+                     size, iterations, r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev, r.p99,
+                     r.p999);
 }
 
 std::string bandwidth_table_header(bool gbits) {
@@ -233,29 +221,27 @@ std::string bandwidth_row(const BandwidthReport& r, bool gbits) {
     const auto size = static_cast<unsigned long>(r.size);
     const auto iterations = static_cast<unsigned long>(r.iterations);
     if (gbits && r.bw_average < 0.1) {
-        return printf_string(
-            " %-7lu    %lu           %-7.6lf            %-7.6lf            %-7.6lf\n", size,
-            iterations, r.bw_peak, r.bw_average, r.msg_rate);
+        return strformat(" %-7lu    %lu           %-7.6lf            %-7.6lf            %-7.6lf\n",
+                         size, iterations, r.bw_peak, r.bw_average, r.msg_rate);
     }
-    return printf_string(" %-7lu    %-10lu       %-7.2lf            %-7.2lf\t\t   %-7.6lf\n", size,
-                         iterations, r.bw_peak, r.bw_average, r.msg_rate);
+    return strformat(" %-7lu    %-10lu       %-7.2lf            %-7.2lf\t\t   %-7.6lf\n", size,
+                     iterations, r.bw_peak, r.bw_average, r.msg_rate);
 }
 
 std::string json_latency(TestId test, const LatencyReport& r) {
-    return printf_string(
-        "{\"test\":\"%s\",\"bytes\":%" PRIu64 ",\"iterations\":%" PRIu64
-        ",\"t_min_us\":%.4f,\"t_max_us\":%.4f,\"t_typical_us\":%.4f,\"t_avg_us\":%.4f,"
-        "\"t_stdev_us\":%.4f,\"p99_us\":%.4f,\"p99_9_us\":%.4f,\"tps\":%.1f}\n",
-        test_name(test).c_str(), r.size, r.iterations, r.t_min, r.t_max, r.t_typical, r.t_avg,
-        r.t_stdev, r.p99, r.p999, r.tps);
+    return strformat("{\"test\":\"%s\",\"bytes\":%" PRIu64 ",\"iterations\":%" PRIu64
+                     ",\"t_min_us\":%.4f,\"t_max_us\":%.4f,\"t_typical_us\":%.4f,\"t_avg_us\":%.4f,"
+                     "\"t_stdev_us\":%.4f,\"p99_us\":%.4f,\"p99_9_us\":%.4f,\"tps\":%.1f}\n",
+                     test_name(test).c_str(), r.size, r.iterations, r.t_min, r.t_max, r.t_typical,
+                     r.t_avg, r.t_stdev, r.p99, r.p999, r.tps);
 }
 
 std::string json_bandwidth(TestId test, const BandwidthReport& r, bool gbits) {
-    return printf_string("{\"test\":\"%s\",\"bytes\":%" PRIu64 ",\"iterations\":%" PRIu64
-                         ",\"bw_peak\":%.4f,\"bw_average\":%.4f,\"bw_unit\":\"%s\","
-                         "\"msg_rate_mpps\":%.6f}\n",
-                         test_name(test).c_str(), r.size, r.iterations, r.bw_peak, r.bw_average,
-                         gbits ? "Gb/s" : "MB/s", r.msg_rate);
+    return strformat("{\"test\":\"%s\",\"bytes\":%" PRIu64 ",\"iterations\":%" PRIu64
+                     ",\"bw_peak\":%.4f,\"bw_average\":%.4f,\"bw_unit\":\"%s\","
+                     "\"msg_rate_mpps\":%.6f}\n",
+                     test_name(test).c_str(), r.size, r.iterations, r.bw_peak, r.bw_average,
+                     gbits ? "Gb/s" : "MB/s", r.msg_rate);
 }
 
 } // namespace prdma::perf
