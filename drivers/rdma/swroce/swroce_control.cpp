@@ -13,7 +13,7 @@
 
 #include <prdma/format.hpp>
 
-#include "swroce_device.hpp"
+#include "engine.hpp"
 #include "swroce_log.hpp"
 
 namespace prdma::swroce {
@@ -222,26 +222,27 @@ void free_qp(SwroceDevice& dev, SwroceQp* qp) {
 // Applies a checked modify (the class verified the transition and the mask); run by whoever
 // drives the QP's group. No allocation: an owner runs it between bursts.
 void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) noexcept {
+    // A modify that names the peer without its MAC keeps the one ARP or an earlier modify found.
+    const std::optional<std::array<std::uint8_t, 6>> known_mac = qp.attr.dest_mac;
     rdma::driver::merge_qp_attr(qp.attr, attr, mask);
+    if (!qp.attr.dest_mac) {
+        qp.attr.dest_mac = known_mac;
+    }
     if ((mask & rdma::qp_attr_sq_psn) != 0) {
-        qp.send_psn = attr.sq_psn;
+        qp.req.send_psn = attr.sq_psn;
     }
     if ((mask & rdma::qp_attr_rq_psn) != 0) {
-        qp.expected_psn = attr.rq_psn;
+        qp.resp.expected_psn = attr.rq_psn;
     }
     if ((mask & rdma::qp_attr_retry_cnt) != 0) {
-        qp.retries_left = attr.retry_cnt;
+        qp.req.retries_left = attr.retry_cnt;
     }
     if ((mask & rdma::qp_attr_rnr_retry) != 0) {
-        qp.rnr_retries_left = attr.rnr_retry;
-    }
-    if ((mask & rdma::qp_attr_dest) != 0 && attr.dest_mac) {
-        qp.dest_mac = *attr.dest_mac;
+        qp.req.rnr_retries_left = attr.rnr_retry;
     }
     if ((mask & rdma::qp_attr_state) == 0) {
         return;
     }
-    qp.state = attr.state;
     if (attr.state == rdma::QpState::err) {
         flush_queues(qp);
         report_error_state(qp, false); // the application's own ERR: last WQE, not fatal
@@ -249,15 +250,11 @@ void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) no
         // RESET forgets queued work without completing it (IBTA 10.3.1).
         qp.receive_queue.clear();
         qp.send_queue.clear();
-        qp.dest_mac.reset();
-        qp.send_offset = 0;
-        qp.send_stopped = false;
-        qp.retransmit_deadline = 0;
-        qp.recv_offset = 0;
-        qp.write_entry = nullptr;
-        qp.nak_sent = false;
-        qp.ack_pending = false;
-        qp.msn = 0;
+        qp.attr.dest_mac.reset();
+        // Nothing of the old connection survives: no restart point, no responder resource a
+        // duplicate of an old request could be answered from.
+        qp.req = RequesterState{};
+        qp.resp = ResponderState{};
         qp.error_reported = false;
     }
 }
@@ -356,7 +353,7 @@ Status destroy_qp(Device& device, void* queue, const ControlToken& token) {
         return {};
     }
     // Work in flight: the QP goes to error and its WRs are flushed to the CQs before it is gone.
-    qp->state = rdma::QpState::err;
+    qp->set_state(rdma::QpState::err);
     qp->destroying = true;
     dev.pending_destroy.push_back(PendingDestroy{qp, token});
     return Error(StatusCode::pending, "flushing the work still queued on the QP");
@@ -570,18 +567,16 @@ void control_progress(Device& device) {
 }
 
 std::uint32_t qp_send_psn(Device&, void* queue) {
-    return static_cast<SwroceQp*>(queue)->send_psn;
+    return static_cast<SwroceQp*>(queue)->req.send_psn;
 }
 
 void query_qp(Device&, void* queue, rdma::QpAttr& attr) {
     const auto& qp = *static_cast<const SwroceQp*>(queue);
     // The engine moves a QP to ERR on its own (an error NAK, retries exhausted, a bad WR).
-    attr.state = qp.state;
-    attr.cur_state = qp.state;
-    if (qp.dest_mac) {
-        attr.dest_mac = *qp.dest_mac;
-    }
-    attr.sq_psn = qp.send_psn;
+    attr.state = qp.state();
+    attr.cur_state = qp.state();
+    attr.dest_mac = qp.attr.dest_mac;
+    attr.sq_psn = qp.req.send_psn;
 }
 
 void append_counters(const std::string& prefix, const SwroceCounters& c,
@@ -708,58 +703,6 @@ bool handle_arp_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame, st
     return true;
 }
 
-bool SwroceCq::push(const rdma::WorkCompletion& wc) noexcept {
-    if (PRDMA_UNLIKELY(ring.full())) {
-        ++overflows;
-        return false;
-    }
-    ring.push_slot() = wc;
-    return true;
-}
-
-void flush_queues(SwroceQp& qp) noexcept {
-    while (!qp.receive_queue.empty()) {
-        rdma::WorkCompletion wc;
-        wc.wr_id = qp.receive_queue.front().wr_id;
-        wc.status = rdma::WcStatus::wr_flush_error;
-        wc.opcode = rdma::WcOpcode::recv;
-        wc.qpn = qp.qpn;
-        qp.recv_cq->push(wc);
-        qp.receive_queue.pop();
-    }
-    while (!qp.send_queue.empty()) {
-        rdma::WorkCompletion wc;
-        wc.wr_id = qp.send_queue.front().wr.wr_id;
-        wc.status = rdma::WcStatus::wr_flush_error;
-        wc.opcode = wc_opcode_of(qp.send_queue.front().wr.opcode);
-        wc.qpn = qp.qpn;
-        qp.send_cq->push(wc);
-        qp.send_queue.pop();
-    }
-    qp.send_offset = 0;
-    qp.retransmit_deadline = 0;
-}
-
-void report_error_state(SwroceQp& qp, bool fatal) noexcept {
-    if (qp.error_reported || qp.destroying) {
-        return;
-    }
-    qp.error_reported = true;
-    QueueGroupState& group = *qp.device->groups[qp.queue_group];
-    const auto record = [&](rdma::EventType type) {
-        const std::uintptr_t word =
-            (std::uintptr_t{static_cast<std::uint8_t>(type)} << 24) | (qp.qpn & 0xffffffU);
-        if (rte_ring_enqueue(group.events, reinterpret_cast<void*>(word)) != 0) {
-            ++group.counters.events_dropped;
-        }
-    };
-    if (fatal) {
-        record(rdma::EventType::qp_fatal);
-    }
-    // flush_queues has just completed every receive WQE: the last one is reached now.
-    record(rdma::EventType::qp_last_wqe_reached);
-}
-
 void run_group_requests(SwroceDevice& dev, unsigned group) noexcept {
     QueueGroupState& state = *dev.groups[group];
     std::array<void*, 16> requests; // filled by the dequeue
@@ -780,7 +723,7 @@ void run_group_requests(SwroceDevice& dev, unsigned group) noexcept {
         case GroupWork::destroy_qp: {
             SwroceQp& qp = *request.qp;
             qp.destroying = true;
-            qp.state = rdma::QpState::err;
+            qp.set_state(rdma::QpState::err);
             flush_queues(qp); // the flush completions are in the CQs before the destroy completes
             request.qp_storage =
                 std::move(dev.qps[qp.qpn - first_qpn]); // freed by the control path

@@ -8,163 +8,21 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <vector>
 
 struct rte_mbuf;
 struct rte_mempool;
 struct rte_ring;
 struct rte_pcapng;
-#include <vector>
 
 #include <prdma/rdmadev/driver.hpp>
 
 #include "arp.hpp"
 #include "devargs.hpp"
 #include "port.hpp"
-#include "work_ring.hpp"
+#include "qp.hpp"
 
 namespace prdma::swroce {
-
-struct SwroceDevice;
-
-struct SwroceCq {
-    SwroceDevice* device = nullptr;
-    std::uint16_t queue_group = 0;
-    WorkRing<rdma::WorkCompletion> ring;
-    std::uint64_t overflows = 0; // completions lost to a full CQ (a CQ error event is raised)
-
-    // Queues a completion; false (counted) when the CQ is full.
-    bool push(const rdma::WorkCompletion& wc) noexcept;
-};
-
-inline constexpr std::uint32_t max_send_sge = 16;
-inline constexpr std::uint32_t max_recv_sge = 16;
-inline constexpr std::uint32_t max_inline_data = 256;
-
-// A receive-queue entry: the WR's id and its own copy of the SGEs, taken at post time (the
-// caller's sg_list is only valid during the post, as ibv_post_recv's is).
-struct RecvWqe {
-    std::uint64_t wr_id = 0;
-    std::uint32_t num_sge = 0;
-    std::array<rdma::Sge, max_recv_sge> sges{};
-};
-
-// A send-queue entry: the WR with what must outlive the post (its SGEs, its inline payload) and
-// the requester's progress on it.
-// A key entry the engine kept across bursts (a queued WQE's SGE, a READ being answered, a WRITE
-// in progress) is used again only while it still carries the key it was checked for: a
-// deregistration, LOCAL_INV or SEND_WITH_INV in between moves the variant on or the state off
-// valid, and the translation table behind it may be gone.
-inline bool still_valid(const mem::KeyEntry* entry, mem::MemoryKey key) noexcept {
-    return entry != nullptr && entry->state == mem::KeyState::valid &&
-           entry->variant == mem::key_variant(key);
-}
-
-// READs and atomics are answered by responses and bounded by max_rd_atomic.
-constexpr bool wqe_is_read_or_atomic(rdma::WrOpcode opcode) noexcept {
-    return opcode == rdma::WrOpcode::rdma_read || opcode == rdma::WrOpcode::atomic_cmp_swap ||
-           opcode == rdma::WrOpcode::atomic_fetch_add;
-}
-
-struct SendWqe {
-    rdma::SendWr wr;
-    std::array<rdma::Sge, max_send_sge> sges{};
-    std::array<const mem::KeyEntry*, max_send_sge> entries{}; // checked lkeys, in SGE order
-    std::array<std::uint8_t, max_inline_data> inline_data{};
-    std::uint32_t length = 0;    // message bytes
-    std::uint32_t first_psn = 0; // assigned when first transmitted
-    std::uint32_t psn_span = 0;
-    std::uint32_t next_packet = 0; // next packet of this WQE to (re)transmit
-    std::uint32_t responses = 0;   // READ response packets placed so far
-    bool assigned = false;         // first_psn / psn_span are set
-    bool checked = false;          // SGE lkeys verified
-    // FAST_REG / LOCAL_INV run locally when reached; a failure completes the WQE with this
-    // status once it is at the head, and the QP goes to error then.
-    rdma::WcStatus local_status = rdma::WcStatus::success;
-
-    [[nodiscard]] bool is_local() const noexcept {
-        return wr.opcode == rdma::WrOpcode::fast_reg || wr.opcode == rdma::WrOpcode::local_inv;
-    }
-
-    [[nodiscard]] bool is_read_or_atomic() const noexcept {
-        return wqe_is_read_or_atomic(wr.opcode);
-    }
-};
-
-// IBTA "responder resources": one per READ or atomic the peer may have outstanding, kept after
-// execution so a duplicate request is answered from here and never executed twice.
-struct ResponderResource {
-    bool valid = false;
-    bool atomic = false;
-    std::uint32_t psn = 0;  // of the request
-    std::uint32_t span = 0; // response packets (PSNs) of a READ
-    const mem::KeyEntry* entry = nullptr;
-    mem::MemoryKey key = 0; // the rkey `entry` was checked for: still_valid() before each use
-    std::uint64_t va = 0;
-    std::uint32_t length = 0;
-    std::uint64_t original = 0;    // an atomic's result
-    std::uint32_t next_packet = 0; // of the response being transmitted
-    bool sending = false;
-};
-inline constexpr std::uint32_t max_responder_resources = 16;
-
-// What one QP did, for the stats query (written by its group's thread).
-struct QpCounters {
-    std::uint64_t tx_packets = 0;
-    std::uint64_t rx_packets = 0;
-    std::uint64_t tx_bytes = 0; // payload
-    std::uint64_t rx_bytes = 0;
-    std::uint64_t retransmissions = 0;
-    std::uint64_t naks_sent = 0;
-    std::uint64_t naks_received = 0;
-    std::uint64_t duplicates = 0;
-};
-
-struct SwroceQp {
-    SwroceDevice* device = nullptr;
-    QpCounters counters;
-    std::uint32_t qpn = 0;
-    std::uint32_t pd = 0;
-    SwroceCq* send_cq = nullptr;
-    SwroceCq* recv_cq = nullptr;
-    std::uint16_t queue_group = 0;
-    rdma::QpCaps caps{};
-    bool signal_all = false;
-    rdma::QpState state = rdma::QpState::reset;
-    rdma::QpAttr attr{};
-    std::optional<MacAddress> dest_mac;
-    WorkRing<RecvWqe> receive_queue;
-    WorkRing<SendWqe> send_queue;
-    std::uint32_t send_psn = 0;            // next PSN to assign to a new message
-    std::uint32_t send_offset = 0;         // WQEs from the head already fully transmitted
-    bool reads_posted = false;             // a READ or atomic was ever posted (never reset)
-    bool send_stopped = false;             // a local WR failed: nothing after it is transmitted
-    std::uint64_t retransmit_deadline = 0; // TSC; 0 = nothing unacknowledged
-    int retries_left = 0;
-    int rnr_retries_left = 0;
-    std::uint64_t rnr_resume = 0; // TSC at which an RNR-NAKed transmission may resume
-    // Responder.
-    std::uint32_t expected_psn = 0;
-    std::uint32_t msn = 0;
-    std::uint32_t recv_offset = 0; // bytes of the current SEND placed in the receive WQE
-    const mem::KeyEntry* write_entry = nullptr; // the checked rkey of the WRITE in progress
-    mem::MemoryKey write_key = 0;
-    std::uint64_t write_va = 0;
-    std::uint32_t write_length = 0;     // bytes of it still to come
-    std::uint32_t write_dma_length = 0; // its RETH length: a WRITE_WITH_IMM's byte_len
-    std::array<ResponderResource, max_responder_resources> resources{};
-    std::uint32_t next_resource = 0; // round-robin slot for the next READ/atomic
-    bool responses_pending = false;  // some resource may have responses to send
-    bool nak_sent = false;           // one sequence NAK per gap
-    // An invalid-request / remote-access / remote-operation NAK is queued: once it is on its way
-    // the QP goes to ERR (IBTA responder classes A-C; what rxe does).
-    bool error_after_nak = false;
-    bool ack_pending = false;
-    std::uint32_t ack_psn = 0;
-    std::uint8_t ack_syndrome = 0;
-    StatusCode post_error = StatusCode::ok; // why the last post took fewer WRs than offered
-    bool destroying = false;
-    bool error_reported = false; // qp_fatal / last_wqe_reached recorded for this entry into ERR
-};
 
 struct PendingRtr {
     SwroceQp* qp = nullptr;
@@ -350,7 +208,7 @@ constexpr rdma::WcOpcode wc_opcode_of(rdma::WrOpcode op) noexcept {
     }
 }
 
-// Control ops (swroce_control.cpp) and fast path (swroce_fastpath.cpp).
+// Control ops (swroce_control.cpp) and fast path (swroce_fastpath.cpp); the engine is engine.hpp.
 extern const rdma::driver::DeviceOps swroce_ops;
 std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16_t count);
 std::uint16_t swroce_post_recv(void* queue, const rdma::RecvWr* wrs, std::uint16_t count);
@@ -372,10 +230,6 @@ Status open_capture(SwroceDevice& dev);
 void capture_frames(SwroceDevice& dev, unsigned group, rte_mbuf* const* mbufs, std::uint16_t count,
                     bool transmitted) noexcept;
 
-// The data path (swroce_engine.cpp): receive, protocol, transmit and timers for one queue group;
-// and the requester of one QP right after a post that rings the doorbell.
-void progress_group(SwroceDevice& dev, unsigned group) noexcept;
-void kick_requester(SwroceQp& qp) noexcept;
 // ARP on the data path (swroce_control.cpp): answers requests for our address and finishes
 // pending RTRs; returns false for a frame that is not ARP.
 bool handle_arp_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame, std::uint64_t now,

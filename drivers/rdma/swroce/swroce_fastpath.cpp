@@ -5,13 +5,13 @@
 
 #include <prdma/compiler.hpp>
 
-#include "swroce_device.hpp"
+#include "engine.hpp"
 
 namespace prdma::swroce {
 
 std::uint16_t swroce_post_recv(void* queue, const rdma::RecvWr* wrs, std::uint16_t count) {
     auto& qp = *static_cast<SwroceQp*>(queue);
-    if (PRDMA_UNLIKELY(qp.state == rdma::QpState::reset || qp.destroying)) {
+    if (PRDMA_UNLIKELY(qp.state() == rdma::QpState::reset || qp.destroying)) {
         qp.post_error = StatusCode::not_connected;
         return 0;
     }
@@ -31,7 +31,7 @@ std::uint16_t swroce_post_recv(void* queue, const rdma::RecvWr* wrs, std::uint16
         wqe.num_sge = wr.num_sge;
         std::copy_n(wr.sges(), wr.num_sge, wqe.sges.begin());
     }
-    if (qp.state == rdma::QpState::err) {
+    if (qp.state() == rdma::QpState::err) {
         flush_queues(qp); // IBTA: WRs posted to a QP in error complete with flush errors
     }
     return taken;
@@ -103,7 +103,7 @@ bool fill_wqe(const SwroceQp& qp, const rdma::SendWr& wr, SendWqe& wqe) noexcept
 
 std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16_t count) {
     auto& qp = *static_cast<SwroceQp*>(queue);
-    if (qp.state == rdma::QpState::err && !qp.destroying) {
+    if (qp.state() == rdma::QpState::err && !qp.destroying) {
         std::uint16_t taken = 0;
         for (; taken < count && !qp.send_queue.full(); ++taken) {
             SendWqe& wqe = qp.send_queue.push_slot();
@@ -112,7 +112,7 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
         flush_queues(qp);
         return taken;
     }
-    if (PRDMA_UNLIKELY(qp.state != rdma::QpState::rts && qp.state != rdma::QpState::sqd)) {
+    if (PRDMA_UNLIKELY(qp.state() != rdma::QpState::rts && qp.state() != rdma::QpState::sqd)) {
         qp.post_error = StatusCode::not_connected;
         return 0;
     }
@@ -129,7 +129,7 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
             break;
         }
         SendWqe& wqe = qp.send_queue.push_slot();
-        qp.reads_posted |= wqe_is_read_or_atomic(wr.opcode);
+        qp.req.reads_posted |= wqe_is_read_or_atomic(wr.opcode);
         if (PRDMA_UNLIKELY(!fill_wqe(qp, wr, wqe))) {
             // Taken, then failed: an error completion and the QP to ERR, as a NIC would.
             wqe.wr.opcode = wr.opcode;
@@ -140,8 +140,7 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
             wc.qpn = qp.qpn;
             qp.send_queue.pop_back();
             qp.send_cq->push(wc);
-            qp.state = rdma::QpState::err;
-            qp.attr.state = rdma::QpState::err;
+            qp.set_state(rdma::QpState::err);
             flush_queues(qp);
             report_error_state(qp, true);
             return static_cast<std::uint16_t>(taken + 1);

@@ -1,0 +1,104 @@
+// The RC engine's roles, as Linux rxe splits them (rxe_req.c, rxe_resp.c, rxe_comp.c), over one
+// send-queue layer so no role imports another in a loop:
+//
+//   send_queue.cpp   completions of send WQEs, entering ERR once, flushing
+//   requester.cpp    WQEs -> packets: segmenting, headers, gather, AckReq cadence, send window
+//   responder.cpp    packets -> memory, as named stages; ACK/NAK; READ responses, atomics
+//   completer.cpp    ACKs, NAKs and responses -> send completions, go-back-N restart points
+//   retransmit.cpp   transport and RNR timers from the TSC
+//   rx.cpp / tx.cpp  classify and steer received frames; build, batch and send frames
+//   queue_group.cpp  progress: control requests, rx burst, roles, tx burst, timers
+//
+// Internal to the driver; tests/unit/swroce drives each role with crafted frames through it.
+// Everything here runs on the lcore that polls the queue group: no allocation, no lock, no throw.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include <prdma/roce/packet.hpp>
+
+#include "swroce_device.hpp"
+
+struct rte_mbuf;
+
+namespace prdma::swroce {
+
+inline constexpr std::uint16_t burst_size = 32;
+
+// Frames one progress call builds before it hands them to the port.
+struct TxBatch {
+    std::array<rte_mbuf*, 64> mbufs; // left uninitialised: only [0, count) is ever read
+    std::uint16_t count = 0;
+    [[nodiscard]] bool full() const noexcept { return count == mbufs.size(); }
+};
+
+// Where a packet's payload comes from: a send WQE's message, or a region (READ responses).
+struct Payload {
+    const SendWqe* wqe = nullptr;
+    const mem::KeyEntry* region = nullptr;
+    std::uint64_t addr = 0;
+    std::uint32_t offset = 0;
+    std::uint32_t length = 0;
+};
+
+// ---- tx.cpp ----
+// Headers of a packet of `qp` towards its peer (template for every frame the QP sends).
+roce::FrameHeaders headers_for(const SwroceQp& qp, roce::Opcode opcode, std::uint32_t psn) noexcept;
+// Builds one frame into the batch; false when no mbuf could be had (counted).
+bool emit(SwroceQp& qp, TxBatch& tx, const roce::FrameHeaders& h, const Payload& payload) noexcept;
+// Sends a batch; what the port refuses waits in the group's backlog. False: the backlog is not
+// empty, so make no new frames until it is.
+bool transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept;
+// Sends what the backlog holds; true when it is empty.
+bool flush_backlog(SwroceDevice& dev, unsigned group) noexcept;
+
+// ---- send_queue.cpp ----
+void complete_send(SwroceQp& qp, const SendWqe& wqe, rdma::WcStatus status) noexcept;
+// The QP goes to ERR with `status` for the head WQE; everything queued is flushed (IBTA 10.3.1).
+void fail_qp(SwroceQp& qp, rdma::WcStatus status, std::uint32_t vendor_error = 0) noexcept;
+// A responder error (class A-C): no WR of ours failed, so everything is flushed.
+void fail_responder(SwroceQp& qp) noexcept;
+// Completes local WRs that reached the head (nothing before them is outstanding).
+void retire_local_heads(SwroceQp& qp) noexcept;
+
+// ---- requester.cpp ----
+// Transmits what the send queue holds beyond what is already on the wire.
+void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept;
+
+// ---- responder.cpp ----
+// One packet for the responder of `qp` (a request: SEND, WRITE, READ, atomic).
+void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept;
+// The coalesced ACK or NAK the responder owes.
+void send_ack(SwroceQp& qp, TxBatch& tx) noexcept;
+// Pending READ responses and atomic ACKs, oldest resource first.
+void send_responses(SwroceQp& qp, TxBatch& tx) noexcept;
+
+// ---- completer.cpp ----
+// One ACK, NAK, READ response or atomic ACK for the requester of `qp`.
+void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) noexcept;
+
+// ---- retransmit.cpp ----
+std::uint64_t transport_timeout_cycles(const SwroceQp& qp) noexcept;
+std::uint64_t rnr_timer_cycles(const SwroceDevice& dev, std::uint8_t code) noexcept;
+void arm_timer(SwroceQp& qp, std::uint64_t now) noexcept;
+// Go back N: the next requester pass resends from `from_psn`.
+void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept;
+// The transport timer: a retry from the first unacknowledged packet, or retry_exceeded.
+void check_timer(SwroceQp& qp, std::uint64_t now) noexcept;
+
+// ---- rx.cpp ----
+// One received frame on `group`. Returns true when the frame was handed over to another queue
+// group (its QP lives there) and must not be freed here.
+bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64_t now,
+                  bool handed_over) noexcept;
+// The drop= devarg: whether to lose this received frame.
+bool drop_injected(SwroceDevice& dev, SwroceCounters& counters) noexcept;
+
+// ---- queue_group.cpp ----
+// Receive, protocol, transmit and timers for one queue group.
+void progress_group(SwroceDevice& dev, unsigned group) noexcept;
+// The requester of one QP right after a post that rings the doorbell.
+void kick_requester(SwroceQp& qp) noexcept;
+
+} // namespace prdma::swroce

@@ -1,0 +1,190 @@
+// An swroce RC queue pair: its send and receive queues, its CQs, and the state each engine role
+// keeps on it (requester, completer, retransmission, responder). Every field has one owner role
+// and one copy; the QP's state and its peer's MAC live in `attr`, where modify_qp puts them.
+// Internal to the driver.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include <prdma/mem/memory_key.hpp>
+#include <prdma/mem/region_io.hpp>
+#include <prdma/rdmadev/driver.hpp>
+
+#include "work_ring.hpp"
+
+namespace prdma::swroce {
+
+struct SwroceDevice;
+
+struct SwroceCq {
+    SwroceDevice* device = nullptr;
+    std::uint16_t queue_group = 0;
+    WorkRing<rdma::WorkCompletion> ring;
+    std::uint64_t overflows = 0; // completions lost to a full CQ (a CQ error event is raised)
+
+    // Queues a completion; false (counted) when the CQ is full.
+    bool push(const rdma::WorkCompletion& wc) noexcept;
+};
+
+inline constexpr std::uint32_t max_send_sge = 16;
+inline constexpr std::uint32_t max_recv_sge = 16;
+inline constexpr std::uint32_t max_inline_data = 256;
+// The largest message (IBTA: 2^31 bytes).
+inline constexpr std::uint64_t max_message_length = 1ULL << 31;
+
+// A receive-queue entry: the WR's id and its own copy of the SGEs, taken at post time (the
+// caller's sg_list is only valid during the post, as ibv_post_recv's is).
+struct RecvWqe {
+    std::uint64_t wr_id = 0;
+    std::uint32_t num_sge = 0;
+    std::array<rdma::Sge, max_recv_sge> sges{};
+};
+
+using mem::still_valid;
+
+// READs and atomics are answered by responses and bounded by max_rd_atomic.
+constexpr bool wqe_is_read_or_atomic(rdma::WrOpcode opcode) noexcept {
+    return opcode == rdma::WrOpcode::rdma_read || opcode == rdma::WrOpcode::atomic_cmp_swap ||
+           opcode == rdma::WrOpcode::atomic_fetch_add;
+}
+
+// A send-queue entry: the WR with what must outlive the post (its SGEs, its inline payload) and
+// the requester's progress on it.
+struct SendWqe {
+    rdma::SendWr wr;
+    std::array<rdma::Sge, max_send_sge> sges{};
+    std::array<const mem::KeyEntry*, max_send_sge> entries{}; // checked lkeys, in SGE order
+    std::array<std::uint8_t, max_inline_data> inline_data{};
+    std::uint32_t length = 0;    // message bytes
+    std::uint32_t first_psn = 0; // assigned when first transmitted
+    std::uint32_t psn_span = 0;
+    std::uint32_t next_packet = 0; // next packet of this WQE to (re)transmit
+    std::uint32_t responses = 0;   // READ response packets placed so far
+    bool assigned = false;         // first_psn / psn_span are set
+    bool checked = false;          // SGE lkeys verified
+    // A WR that fails where it stands (FAST_REG / LOCAL_INV rules, a bad WR found at post)
+    // completes with this status once it reaches the head, in send-queue order, and the QP goes
+    // to error then; nothing after it is transmitted.
+    rdma::WcStatus local_status = rdma::WcStatus::success;
+    std::uint32_t local_vendor_error = 0;
+
+    [[nodiscard]] bool is_local() const noexcept {
+        return wr.opcode == rdma::WrOpcode::fast_reg || wr.opcode == rdma::WrOpcode::local_inv ||
+               local_status != rdma::WcStatus::success;
+    }
+
+    [[nodiscard]] bool is_read_or_atomic() const noexcept {
+        return wqe_is_read_or_atomic(wr.opcode);
+    }
+};
+
+// IBTA "responder resources": one per READ or atomic the peer may have outstanding, kept after
+// execution so a duplicate request is answered from here and never executed twice.
+struct ResponderResource {
+    bool valid = false;
+    bool atomic = false;
+    std::uint32_t psn = 0;  // of the request
+    std::uint32_t span = 0; // response packets (PSNs) of a READ
+    const mem::KeyEntry* entry = nullptr;
+    mem::MemoryKey key = 0; // the rkey `entry` was checked for: still_valid() before each use
+    std::uint64_t va = 0;
+    std::uint32_t length = 0;
+    std::uint64_t original = 0;    // an atomic's result
+    std::uint32_t next_packet = 0; // of the response being transmitted
+    std::uint32_t end_packet = 0;  // one past the last response packet to (re)transmit
+    bool sending = false;
+};
+inline constexpr std::uint32_t max_responder_resources = 16;
+
+// What one QP did, for the stats query (written by its group's thread).
+struct QpCounters {
+    std::uint64_t tx_packets = 0;
+    std::uint64_t rx_packets = 0;
+    std::uint64_t tx_bytes = 0; // payload
+    std::uint64_t rx_bytes = 0;
+    std::uint64_t retransmissions = 0; // go-back-N restarts (timeout, NAK, READ gap)
+    std::uint64_t timeouts = 0;        // of them, transport timer expiries
+    std::uint64_t naks_sent = 0;
+    std::uint64_t naks_received = 0;
+    std::uint64_t duplicates = 0;
+};
+
+// The message the responder is in the middle of (IBTA 9.4: FIRST, MIDDLE..., LAST).
+enum class InMessage : std::uint8_t { none, send, write };
+
+// Requester, completer and retransmission state.
+struct RequesterState {
+    std::uint32_t send_psn = 0;    // next PSN to assign to a new message
+    std::uint32_t send_offset = 0; // WQEs from the head already fully transmitted
+    // The last PSN the responder acknowledged (cumulatively, or implicitly by a response): a
+    // go-back-N restart resends from the packet after it, never from the start of a message.
+    std::uint32_t acked_psn = 0;
+    bool reads_posted = false;             // a READ or atomic was ever posted (never reset)
+    bool send_stopped = false;             // a local WR failed: nothing after it is transmitted
+    std::uint64_t retransmit_deadline = 0; // TSC; 0 = nothing unacknowledged
+    int retries_left = 0;
+    int rnr_retries_left = 0;
+    std::uint64_t rnr_resume = 0;            // TSC at which an RNR-NAKed transmission may resume
+    std::uint32_t packets_since_ack_req = 0; // AckReq cadence inside long messages
+    // The restart a sequence-error NAK or a READ gap caused last, so the same loss reported
+    // twice (a re-sent NAK, more responses past the gap) restarts once.
+    std::uint32_t restart_psn = 0;
+    std::uint64_t restart_tsc = 0;
+};
+
+// Responder state.
+struct ResponderState {
+    std::uint32_t expected_psn = 0;
+    std::uint32_t msn = 0;
+    InMessage in_message = InMessage::none;
+    std::uint32_t recv_offset = 0; // bytes of the current SEND placed in the receive WQE
+    const mem::KeyEntry* write_entry = nullptr; // the checked rkey of the WRITE in progress
+    mem::MemoryKey write_key = 0;
+    std::uint64_t write_va = 0;
+    std::uint32_t write_length = 0;     // bytes of it still to come
+    std::uint32_t write_dma_length = 0; // its RETH length: a WRITE_WITH_IMM's byte_len
+    std::array<ResponderResource, max_responder_resources> resources{};
+    std::uint32_t next_resource = 0; // round-robin slot for the next READ/atomic
+    bool responses_pending = false;  // some resource may have responses to send
+    // A sequence-error NAK is out for expected_psn; the highest PSN seen past the gap since then
+    // tells a new go-back-N pass (a PSN at or before it) from the rest of the old one.
+    bool nak_sent = false;
+    std::uint32_t nak_highest_psn = 0;
+    // An invalid-request / remote-access / remote-operation NAK is queued: once it is on its way
+    // the QP goes to ERR (IBTA responder classes A-C; what rxe does).
+    bool error_after_nak = false;
+    bool ack_pending = false;
+    std::uint32_t ack_psn = 0;
+    std::uint8_t ack_syndrome = 0;
+};
+
+struct SwroceQp {
+    SwroceDevice* device = nullptr;
+    QpCounters counters;
+    std::uint32_t qpn = 0;
+    std::uint32_t pd = 0;
+    SwroceCq* send_cq = nullptr;
+    SwroceCq* recv_cq = nullptr;
+    std::uint16_t queue_group = 0;
+    rdma::QpCaps caps{};
+    bool signal_all = false;
+    rdma::QpAttr attr{}; // the QP's state, its peer (GID, MAC, QPN), timers and limits
+    WorkRing<RecvWqe> receive_queue;
+    WorkRing<SendWqe> send_queue;
+    RequesterState req;
+    ResponderState resp;
+    StatusCode post_error = StatusCode::ok; // why the last post took fewer WRs than offered
+    bool destroying = false;
+    bool error_reported = false; // qp_fatal / last_wqe_reached recorded for this entry into ERR
+
+    [[nodiscard]] rdma::QpState state() const noexcept { return attr.state; }
+    void set_state(rdma::QpState state) noexcept {
+        attr.state = state;
+        attr.cur_state = state;
+    }
+    [[nodiscard]] bool has_peer_mac() const noexcept { return attr.dest_mac.has_value(); }
+    [[nodiscard]] std::uint32_t mtu() const noexcept { return rdma::mtu_bytes(attr.path_mtu); }
+};
+
+} // namespace prdma::swroce

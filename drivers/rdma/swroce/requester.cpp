@@ -1,0 +1,203 @@
+// The requester (IBTA 9.4, rxe_req.c): send-queue WQEs become packets. Each WQE is segmented to
+// the path MTU, its headers come from the QP, its payload is gathered through the lkeys checked
+// when it is first sent; the send window bounds READs/atomics in flight and honours fences;
+// FAST_REG and LOCAL_INV run when the send queue reaches them.
+#include <algorithm>
+
+#include <prdma/mem/sge_cursor.hpp>
+#include <prdma/roce/psn.hpp>
+
+#include "engine.hpp"
+#include "segmenter.hpp"
+
+namespace prdma::swroce {
+
+namespace {
+
+// Every SGE of a WQE still maps what it was checked for; inline data has no keys to lose.
+bool wqe_keys_valid(const SendWqe& wqe) noexcept {
+    if ((wqe.wr.flags & rdma::send_inline) != 0) {
+        return true;
+    }
+    return mem::SgeCursor<rdma::Sge>({wqe.sges.data(), wqe.wr.num_sge},
+                                     {wqe.entries.data(), wqe.wr.num_sge})
+        .keys_valid();
+}
+
+// Checks every SGE's lkey once, when the WQE is first transmitted.
+bool check_local_keys(SwroceQp& qp, SendWqe& wqe) noexcept {
+    if (wqe.checked || (wqe.wr.flags & rdma::send_inline) != 0) {
+        wqe.checked = true;
+        return true;
+    }
+    const mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
+    // READ responses and atomic results are written into the SGEs; everything else is read.
+    const mem::AccessFlags access =
+        wqe.is_read_or_atomic() ? mem::access_local_write : mem::access_local_read;
+    for (std::uint32_t i = 0; i < wqe.wr.num_sge; ++i) {
+        const rdma::Sge& sge = wqe.sges[i];
+        const mem::KeyEntry* entry = nullptr;
+        const mem::KeyCheck check =
+            registry.check({sge.lkey, qp.pd, qp.qpn, access, sge.addr, sge.length}, &entry);
+        if (check != mem::KeyCheck::ok) {
+            fail_qp(qp, rdma::WcStatus::local_protection_error, static_cast<std::uint32_t>(check));
+            return false;
+        }
+        wqe.entries[i] = entry;
+    }
+    wqe.checked = true;
+    return true;
+}
+
+// FAST_REG (seed 001) and LOCAL_INV execute when the send queue reaches them, so later WRs see
+// their effect; they complete in order behind the remote WRs before them.
+void execute_local(SwroceQp& qp, SendWqe& wqe) noexcept {
+    if (wqe.local_status != rdma::WcStatus::success) {
+        return; // failed at post: it only completes, in order
+    }
+    mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
+    if (wqe.wr.opcode == rdma::WrOpcode::local_inv) {
+        const mem::InvalidateResult result = registry.invalidate(wqe.wr.local_inv.key, qp.pd);
+        if (result != mem::InvalidateResult::ok) {
+            wqe.local_status = rdma::WcStatus::local_protection_error;
+        }
+        return;
+    }
+    const rdma::FastRegFields& reg = wqe.wr.fast_reg;
+    if (reg.region == nullptr) {
+        wqe.local_status = rdma::WcStatus::local_qp_operation_error;
+        return;
+    }
+    const mem::FastRegRequest request{
+        reg.pages, reg.page_count, reg.page_shift, reg.first_byte_offset, reg.length, reg.base_va};
+    switch (registry.fast_register(*reg.region, qp.pd, reg.key, request, reg.access)) {
+    case mem::FastRegResult::ok:
+        return;
+    case mem::FastRegResult::access_violation:
+    case mem::FastRegResult::wrong_pd:
+        wqe.local_status = rdma::WcStatus::local_protection_error;
+        return;
+    default:
+        wqe.local_status = rdma::WcStatus::local_qp_operation_error;
+        return;
+    }
+}
+
+// READs/atomics on the wire and not answered yet. Only a QP that ever carried one needs the
+// count (a scan of what is in flight).
+std::uint32_t outstanding_reads(SwroceQp& qp) noexcept {
+    std::uint32_t count = 0;
+    for (std::uint32_t i = 0; qp.req.reads_posted && i < qp.req.send_offset; ++i) {
+        count += qp.send_queue.at(i).is_read_or_atomic() ? 1U : 0U;
+    }
+    return count;
+}
+
+// The headers of packet `plan` of `wqe`.
+roce::FrameHeaders request_headers(const SwroceQp& qp, const SendWqe& wqe, const PacketPlan& plan,
+                                   std::uint32_t mtu) noexcept {
+    // A READ asked again asks only for what has not arrived (IBTA 9.4.4): its PSN, VA and
+    // length move past the responses already placed.
+    const bool read = wqe.wr.opcode == rdma::WrOpcode::rdma_read;
+    const std::uint32_t done = read ? wqe.responses * mtu : 0;
+    const std::uint32_t psn = roce::psn_add(wqe.first_psn, read ? wqe.responses : wqe.next_packet);
+    roce::FrameHeaders h = headers_for(qp, plan.opcode, psn);
+    const auto& info = roce::opcode_info(plan.opcode);
+    h.bth.ack_req = plan.last;
+    h.bth.solicited = plan.last && (wqe.wr.flags & rdma::send_solicited) != 0;
+    if (info.has(roce::ExtHeader::reth)) {
+        h.reth = {wqe.wr.rdma.remote_addr + done, wqe.wr.rdma.rkey, wqe.length - done};
+    }
+    if (info.has(roce::ExtHeader::immdt)) {
+        h.immediate = wqe.wr.imm_or_invalidate;
+    }
+    if (info.has(roce::ExtHeader::ieth)) {
+        h.invalidate_rkey = wqe.wr.imm_or_invalidate;
+    }
+    if (info.has(roce::ExtHeader::atomic_eth)) {
+        h.atomic_eth = {wqe.wr.atomic.remote_addr, wqe.wr.atomic.rkey, wqe.wr.atomic.swap,
+                        wqe.wr.atomic.compare_add};
+        if (wqe.wr.opcode == rdma::WrOpcode::atomic_fetch_add) {
+            h.atomic_eth.swap_add = wqe.wr.atomic.compare_add; // the addend
+            h.atomic_eth.compare = 0;
+        }
+    }
+    return h;
+}
+
+// Sends the packets of `wqe` still to go; false when the requester must stop for now (batch
+// full, no mbuf, or the QP failed).
+bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) noexcept {
+    const std::uint32_t mtu = qp.mtu();
+    const Segmenter segments(wqe.wr.opcode, wqe.length, mtu);
+    if (!wqe.assigned) {
+        wqe.first_psn = qp.req.send_psn;
+        wqe.psn_span = segments.psn_span();
+        qp.req.send_psn = roce::psn_add(qp.req.send_psn, wqe.psn_span);
+        wqe.assigned = true;
+    }
+    while (wqe.next_packet < segments.packet_count() && !tx.full()) {
+        const PacketPlan plan = segments.packet(wqe.next_packet);
+        const roce::FrameHeaders h = request_headers(qp, wqe, plan, mtu);
+        if (plan.length > 0 && !wqe.is_read_or_atomic() && !wqe_keys_valid(wqe)) {
+            // The local region went away while the WQE was queued: as a NIC would, fail it.
+            fail_qp(qp, rdma::WcStatus::local_protection_error);
+            return false;
+        }
+        if (!emit(qp, tx, h, Payload{&wqe, nullptr, 0, plan.offset, plan.length})) {
+            return false;
+        }
+        ++wqe.next_packet;
+        if (qp.req.retransmit_deadline == 0) {
+            arm_timer(qp, now);
+        }
+    }
+    return wqe.next_packet == segments.packet_count();
+}
+
+} // namespace
+
+void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
+    if (qp.state() != rdma::QpState::rts || !qp.has_peer_mac() || qp.req.rnr_resume > now ||
+        qp.req.send_stopped) {
+        return;
+    }
+    std::uint32_t reads = outstanding_reads(qp);
+    while (qp.req.send_offset < qp.send_queue.size() && !tx.full()) {
+        SendWqe& wqe = qp.send_queue.at(qp.req.send_offset);
+        if (wqe.is_local()) {
+            if (reads > 0 && (wqe.wr.flags & rdma::send_read_fence) != 0) {
+                return; // NDK read fence: earlier READs finish first
+            }
+            execute_local(qp, wqe);
+            wqe.assigned = true;
+            wqe.first_psn = qp.req.send_psn;
+            wqe.psn_span = 0;
+            ++qp.req.send_offset;
+            if (wqe.local_status != rdma::WcStatus::success) {
+                qp.req.send_stopped = true;
+                break;
+            }
+            continue;
+        }
+        if (!check_local_keys(qp, wqe)) {
+            return;
+        }
+        // A fence (or NDK's read fence) waits for earlier READs/atomics; max_rd_atomic bounds
+        // how many of them may be outstanding.
+        if (reads > 0 && (wqe.wr.flags & (rdma::send_fence | rdma::send_read_fence)) != 0) {
+            return;
+        }
+        if (wqe.is_read_or_atomic() && reads >= std::max<std::uint32_t>(qp.attr.max_rd_atomic, 1)) {
+            return;
+        }
+        if (!send_packets(qp, wqe, tx, now)) {
+            return;
+        }
+        reads += wqe.is_read_or_atomic() ? 1U : 0U;
+        ++qp.req.send_offset;
+    }
+    retire_local_heads(qp);
+}
+
+} // namespace prdma::swroce

@@ -1,0 +1,96 @@
+// Frames in: classify (ARP, RoCE, anything else), check (parse with ICRC), steer (a frame for
+// another queue group's QP goes to that group's handover ring), and hand each RoCE packet to the
+// responder or the completer of its QP. A malformed frame is dropped and counted by reason.
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include <prdma/roce/packet.hpp>
+#include <prdma/roce/psn.hpp>
+
+#include "engine.hpp"
+
+namespace prdma::swroce {
+
+bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64_t now,
+                  bool handed_over) noexcept {
+    SwroceCounters& counters = dev.groups[group]->counters;
+    const std::span<const std::uint8_t> bytes(rte_pktmbuf_mtod(mbuf, const std::uint8_t*),
+                                              rte_pktmbuf_data_len(mbuf));
+    if (!handed_over) {
+        ++counters.rx_packets;
+        // ARP belongs to group 0 (the resolver is one per device); elsewhere it is handed over.
+        if (group == 0 && handle_arp_frame(dev, bytes, now, counters)) {
+            return false;
+        }
+    }
+    roce::ParsedFrame frame;
+    // A handed-over frame was checked by the group that received it.
+    roce::ParseOptions options;
+    options.verify_icrc = !handed_over;
+    options.verify_ipv4_checksum = !handed_over;
+    if (roce::parse_roce_frame(bytes, frame, options) != roce::ParseError::ok) {
+        if (frame.error == roce::ParseError::not_ip && group != 0 &&
+            dev.groups[0]->handover != nullptr &&
+            rte_ring_enqueue(dev.groups[0]->handover, mbuf) == 0) {
+            return true; // possibly ARP: group 0 decides
+        }
+        ++counters.rx_bad_frame;
+        counters.rx_bad_icrc += frame.error == roce::ParseError::bad_icrc ? 1 : 0;
+        return false;
+    }
+    if (!handed_over) {
+        capture_frames(dev, group, &mbuf, 1, false);
+    }
+    const unsigned target = dev.group_of_qpn(frame.bth.dest_qp);
+    if (PRDMA_UNLIKELY(target != group && target < dev.groups.size())) {
+        // The port's steering put it on our queue; the QP's own lcore takes it from its ring. The
+        // QPN names the group: another group's QP table is never read here.
+        ++counters.steering_misses;
+        if (rte_ring_enqueue(dev.groups[target]->handover, mbuf) == 0) {
+            return true;
+        }
+        ++counters.handover_dropped; // the retransmission timer recovers it
+        return false;
+    }
+    SwroceQp* qp = dev.qp_by_number(frame.bth.dest_qp);
+    if (qp == nullptr || qp->destroying || qp->state() == rdma::QpState::reset ||
+        qp->state() == rdma::QpState::init) {
+        ++counters.rx_unknown_qp;
+        return false;
+    }
+    ++qp->counters.rx_packets;
+    qp->counters.rx_bytes += frame.payload.size();
+    const std::uint64_t naks_before = counters.naks_received;
+    const std::uint64_t duplicates_before = counters.duplicates;
+    const roce::Operation op = frame.info->operation;
+    if (op == roce::Operation::acknowledge || op == roce::Operation::atomic_acknowledge ||
+        op == roce::Operation::rdma_read_response) {
+        complete(*qp, frame, now);
+    } else if (qp->state() != rdma::QpState::err) {
+        respond(*qp, frame);
+    }
+    qp->counters.naks_received += counters.naks_received - naks_before;
+    qp->counters.duplicates += counters.duplicates - duplicates_before;
+    return false;
+}
+
+// The drop= devarg: loses received frames with that probability, from a generator seeded by
+// seed=, so a loss run repeats exactly.
+bool drop_injected(SwroceDevice& dev, SwroceCounters& counters) noexcept {
+    if (PRDMA_LIKELY(dev.args.drop <= 0.0)) {
+        return false;
+    }
+    std::uint64_t x = dev.drop_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    dev.drop_state = x;
+    const double sample = static_cast<double>(x >> 11) * 0x1.0p-53;
+    if (sample < dev.args.drop) {
+        ++counters.rx_dropped_injected;
+        return true;
+    }
+    return false;
+}
+
+} // namespace prdma::swroce

@@ -1,0 +1,113 @@
+// The layer every role completes work through: send completions (silent success unless they
+// fail), a QP entering ERR exactly once, flushing both queues, and the events that entry raises.
+#include <rte_ring.h>
+
+#include "engine.hpp"
+
+namespace prdma::swroce {
+
+bool SwroceCq::push(const rdma::WorkCompletion& wc) noexcept {
+    if (PRDMA_UNLIKELY(ring.full())) {
+        ++overflows;
+        return false;
+    }
+    ring.push_slot() = wc;
+    return true;
+}
+
+void complete_send(SwroceQp& qp, const SendWqe& wqe, rdma::WcStatus status) noexcept {
+    const bool signaled = qp.signal_all || (wqe.wr.flags & rdma::send_signaled) != 0;
+    if (status == rdma::WcStatus::success && !signaled) {
+        return; // silent success
+    }
+    rdma::WorkCompletion wc;
+    wc.wr_id = wqe.wr.wr_id;
+    wc.status = status;
+    wc.opcode = wc_opcode_of(wqe.wr.opcode);
+    wc.byte_len = wqe.length;
+    wc.qpn = qp.qpn;
+    qp.send_cq->push(wc);
+}
+
+void fail_qp(SwroceQp& qp, rdma::WcStatus status, std::uint32_t vendor_error) noexcept {
+    if (!qp.send_queue.empty()) {
+        rdma::WorkCompletion wc;
+        wc.wr_id = qp.send_queue.front().wr.wr_id;
+        wc.status = status;
+        wc.opcode = wc_opcode_of(qp.send_queue.front().wr.opcode);
+        wc.qpn = qp.qpn;
+        wc.vendor_error = vendor_error;
+        qp.send_cq->push(wc);
+        qp.send_queue.pop();
+    }
+    qp.set_state(rdma::QpState::err);
+    flush_queues(qp);
+    report_error_state(qp, true);
+}
+
+void fail_responder(SwroceQp& qp) noexcept {
+    if (qp.state() == rdma::QpState::err) {
+        return;
+    }
+    qp.set_state(rdma::QpState::err);
+    flush_queues(qp);
+    report_error_state(qp, true);
+}
+
+void retire_local_heads(SwroceQp& qp) noexcept {
+    while (!qp.send_queue.empty() && qp.req.send_offset > 0 && qp.send_queue.front().is_local()) {
+        SendWqe& wqe = qp.send_queue.front();
+        if (wqe.local_status != rdma::WcStatus::success) {
+            fail_qp(qp, wqe.local_status, wqe.local_vendor_error);
+            return;
+        }
+        complete_send(qp, wqe, rdma::WcStatus::success);
+        qp.send_queue.pop();
+        --qp.req.send_offset;
+    }
+}
+
+void flush_queues(SwroceQp& qp) noexcept {
+    while (!qp.receive_queue.empty()) {
+        rdma::WorkCompletion wc;
+        wc.wr_id = qp.receive_queue.front().wr_id;
+        wc.status = rdma::WcStatus::wr_flush_error;
+        wc.opcode = rdma::WcOpcode::recv;
+        wc.qpn = qp.qpn;
+        qp.recv_cq->push(wc);
+        qp.receive_queue.pop();
+    }
+    while (!qp.send_queue.empty()) {
+        rdma::WorkCompletion wc;
+        wc.wr_id = qp.send_queue.front().wr.wr_id;
+        wc.status = rdma::WcStatus::wr_flush_error;
+        wc.opcode = wc_opcode_of(qp.send_queue.front().wr.opcode);
+        wc.qpn = qp.qpn;
+        qp.send_cq->push(wc);
+        qp.send_queue.pop();
+    }
+    qp.req.send_offset = 0;
+    qp.req.retransmit_deadline = 0;
+}
+
+void report_error_state(SwroceQp& qp, bool fatal) noexcept {
+    if (qp.error_reported || qp.destroying) {
+        return;
+    }
+    qp.error_reported = true;
+    QueueGroupState& group = *qp.device->groups[qp.queue_group];
+    const auto record = [&](rdma::EventType type) {
+        const std::uintptr_t word =
+            (std::uintptr_t{static_cast<std::uint8_t>(type)} << 24) | (qp.qpn & 0xffffffU);
+        if (rte_ring_enqueue(group.events, reinterpret_cast<void*>(word)) != 0) {
+            ++group.counters.events_dropped;
+        }
+    };
+    if (fatal) {
+        record(rdma::EventType::qp_fatal);
+    }
+    // flush_queues has just completed every receive WQE: the last one is reached now.
+    record(rdma::EventType::qp_last_wqe_reached);
+}
+
+} // namespace prdma::swroce

@@ -1,0 +1,137 @@
+// Frames out: a packet's headers from the QP, its payload gathered from a WQE or a region, the
+// ICRC, and the batch handed to the port; what the port refuses waits in the group's backlog.
+#include <algorithm>
+#include <cstring>
+
+#include <rte_mbuf.h>
+
+#include <prdma/mem/sge_cursor.hpp>
+#include <prdma/roce/packet.hpp>
+#include <prdma/roce/psn.hpp>
+
+#include "engine.hpp"
+
+namespace prdma::swroce {
+
+namespace {
+
+std::uint32_t peer_ipv4(const SwroceQp& qp) noexcept {
+    const auto& raw = qp.attr.dest_gid.raw;
+    return (std::uint32_t{raw[12]} << 24) | (std::uint32_t{raw[13]} << 16) |
+           (std::uint32_t{raw[14]} << 8) | raw[15];
+}
+
+// Copies `length` bytes at `offset` of a packet's payload into `out`.
+void copy_payload(const Payload& payload, std::uint8_t* out) noexcept {
+    if (payload.wqe == nullptr) {
+        mem::copy_from_region(*payload.region, payload.addr + payload.offset, payload.length, out);
+        return;
+    }
+    const SendWqe& wqe = *payload.wqe;
+    if ((wqe.wr.flags & rdma::send_inline) != 0) {
+        std::memcpy(out, wqe.inline_data.data() + payload.offset, payload.length);
+        return;
+    }
+    const mem::SgeCursor<rdma::Sge> cursor({wqe.sges.data(), wqe.wr.num_sge},
+                                           {wqe.entries.data(), wqe.wr.num_sge});
+    cursor.gather(payload.offset, payload.length, out);
+}
+
+} // namespace
+
+roce::FrameHeaders headers_for(const SwroceQp& qp, roce::Opcode opcode,
+                               std::uint32_t psn) noexcept {
+    const SwroceDevice& dev = *qp.device;
+    roce::FrameHeaders h;
+    h.eth.dst = *qp.attr.dest_mac;
+    h.eth.src = dev.port.mac();
+    if (dev.args.ip.is_v4) {
+        h.ip_version = roce::IpVersion::ipv4;
+        h.ipv4.src = dev.args.ip.ipv4_host_order();
+        h.ipv4.dst = peer_ipv4(qp);
+    } else {
+        h.eth.ether_type = roce::ethertype_ipv6;
+        h.ip_version = roce::IpVersion::ipv6;
+        std::copy(dev.args.ip.bytes.begin(), dev.args.ip.bytes.end(), h.ipv6.src.begin());
+        std::copy(qp.attr.dest_gid.raw.begin(), qp.attr.dest_gid.raw.end(), h.ipv6.dst.begin());
+    }
+    // Per-QP source port: ECMP entropy, as rxe and RoCE NICs spread flows.
+    h.udp_src_port = static_cast<std::uint16_t>(0xc000U | (qp.qpn & 0x3fffU));
+    h.bth.opcode = opcode;
+    h.bth.dest_qp = qp.attr.dest_qpn;
+    h.bth.psn = psn & roce::psn_mask;
+    return h;
+}
+
+bool emit(SwroceQp& qp, TxBatch& tx, const roce::FrameHeaders& h, const Payload& payload) noexcept {
+    SwroceDevice& dev = *qp.device;
+    rte_mempool* pool = dev.port.mempool(qp.queue_group);
+    rte_mbuf* mbuf = pool != nullptr ? rte_pktmbuf_alloc(pool) : nullptr;
+    if (PRDMA_UNLIKELY(mbuf == nullptr)) {
+        ++dev.counters_of(qp).tx_no_mbuf;
+        return false;
+    }
+    const std::span<std::uint8_t> room(rte_pktmbuf_mtod(mbuf, std::uint8_t*),
+                                       rte_pktmbuf_tailroom(mbuf));
+    const roce::FrameLayout layout = roce::build_frame_headers(h, payload.length, room);
+    if (PRDMA_UNLIKELY(!layout.ok())) {
+        rte_pktmbuf_free(mbuf);
+        return false;
+    }
+    if (payload.length > 0) {
+        copy_payload(payload, room.data() + layout.payload_offset);
+    }
+    roce::finalize_frame(room.first(layout.wire_length), layout);
+    if (h.ip_version == roce::IpVersion::ipv6) {
+        roce::set_ipv6_udp_checksum(room.first(layout.wire_length), layout);
+    }
+    mbuf->data_len = static_cast<std::uint16_t>(layout.wire_length);
+    mbuf->pkt_len = layout.wire_length;
+    tx.mbufs[tx.count++] = mbuf;
+    ++dev.counters_of(qp).tx_packets;
+    ++qp.counters.tx_packets;
+    qp.counters.tx_bytes += payload.length;
+    return true;
+}
+
+bool flush_backlog(SwroceDevice& dev, unsigned group) noexcept {
+    QueueGroupState& state = *dev.groups[group];
+    if (PRDMA_LIKELY(state.tx_backlog_count == 0)) {
+        return true;
+    }
+    const std::uint16_t sent =
+        dev.port.send_frames(group, state.tx_backlog.data(), state.tx_backlog_count);
+    std::copy(state.tx_backlog.begin() + sent, state.tx_backlog.begin() + state.tx_backlog_count,
+              state.tx_backlog.begin());
+    state.tx_backlog_count = static_cast<std::uint16_t>(state.tx_backlog_count - sent);
+    return state.tx_backlog_count == 0;
+}
+
+// Only frames beyond the backlog's room are lost, counted, and left to the retransmission timer.
+bool transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept {
+    QueueGroupState& state = *dev.groups[group];
+    if (tx.count == 0) {
+        return state.tx_backlog_count == 0; // an empty burst still costs a PMD call
+    }
+    capture_frames(dev, group, tx.mbufs.data(), tx.count, true);
+    std::uint16_t sent = 0;
+    if (PRDMA_LIKELY(state.tx_backlog_count == 0)) {
+        for (int attempt = 0; attempt < 2 && sent < tx.count; ++attempt) {
+            sent += dev.port.send_frames(group, tx.mbufs.data() + sent,
+                                         static_cast<std::uint16_t>(tx.count - sent));
+        }
+    }
+    for (std::uint16_t i = sent; i < tx.count; ++i) {
+        if (state.tx_backlog_count < state.tx_backlog.size()) {
+            state.tx_backlog[state.tx_backlog_count++] = tx.mbufs[i];
+            ++state.counters.tx_deferred;
+        } else {
+            rte_pktmbuf_free(tx.mbufs[i]);
+            ++state.counters.tx_dropped;
+        }
+    }
+    tx.count = 0;
+    return state.tx_backlog_count == 0;
+}
+
+} // namespace prdma::swroce
