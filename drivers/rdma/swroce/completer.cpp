@@ -12,32 +12,74 @@ namespace prdma::swroce {
 
 namespace {
 
+// Forward progress: the responder has everything up to `psn`. Every advance resets the retry
+// counts and restarts the transport timer (a long message making steady progress never runs out
+// of retries), and may close a round-trip sample.
+void advance(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
+    RequesterState& req = qp.req;
+    if (!roce::psn_after(psn, req.acked_psn)) {
+        return;
+    }
+    req.acked_psn = psn;
+    req.retries_left = qp.attr.retry_cnt;
+    req.rnr_retries_left = qp.attr.rnr_retry;
+    arm_timer(qp, now);
+    if (req.timing && !roce::psn_after(req.timed_psn, psn)) {
+        const std::uint64_t sample = now - req.timed_tsc;
+        req.srtt = req.srtt == 0 ? sample : (7 * req.srtt + sample) / 8;
+        req.timing = false;
+    }
+}
+
+// Whether `psn` is one this requester has sent (an ACK or response beyond that is bogus).
+bool was_sent(const SwroceQp& qp, std::uint32_t psn) noexcept {
+    return roce::psn_after(qp.req.send_psn, psn);
+}
+
+// The transport timer runs only while some PSN sent is unacknowledged.
+void stop_timer_when_idle(SwroceQp& qp) noexcept {
+    if (!roce::psn_after(qp.req.send_psn, roce::psn_next(qp.req.acked_psn))) {
+        qp.req.retransmit_deadline = 0;
+    }
+}
+
 // Completes, in order, every transmitted WQE whose last PSN is at or before `psn`.
+// An ACK past a READ or atomic whose responses have not all come means they were lost (responses
+// precede the ACKs of later requests): what was acknowledged stops where they are missing, and
+// the READ or atomic is asked again at once.
 void acknowledge(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
-    bool progress = false;
+    std::uint32_t limit = psn;
+    // Every WQE sent at least once counts, including one a restart is about to send again.
+    for (std::uint32_t i = 0; qp.req.reads_posted && i < qp.send_queue.size(); ++i) {
+        const SendWqe& wqe = qp.send_queue.at(i);
+        if (!wqe.assigned) {
+            break;
+        }
+        if (wqe.is_read_or_atomic()) {
+            limit = roce::psn_sub(roce::psn_add(wqe.first_psn, wqe.responses), 1);
+            break;
+        }
+    }
+    const bool answers_lost = roce::psn_after(psn, limit);
+    advance(qp, answers_lost ? limit : psn, now);
+    if (answers_lost && fast_restart(qp, roce::psn_next(limit), now)) {
+        ++qp.device->counters_of(qp).read_restarts;
+    }
     while (!qp.send_queue.empty() && qp.req.send_offset > 0) {
         SendWqe& wqe = qp.send_queue.front();
         const std::uint32_t last_psn = roce::psn_add(wqe.first_psn, wqe.psn_span - 1);
-        // READs and atomics complete with their responses, never with an ACK.
-        if (roce::psn_after(last_psn, psn) || wqe.is_read_or_atomic()) {
+        // READs and atomics complete with their responses, never with an ACK; a WR that failed
+        // where it stands completes in error (retire_local_heads), never in success.
+        if (roce::psn_after(last_psn, psn) || wqe.is_read_or_atomic() ||
+            wqe.local_status != rdma::WcStatus::success) {
             break;
         }
         complete_send(qp, wqe, rdma::WcStatus::success);
         qp.send_queue.pop();
         --qp.req.send_offset;
-        progress = true;
-    }
-    if (progress) {
-        qp.req.retries_left = qp.attr.retry_cnt;
-        qp.req.rnr_retries_left = qp.attr.rnr_retry;
     }
     retire_local_heads(qp);
-    if (qp.req.send_offset == 0 &&
-        (qp.send_queue.empty() || qp.send_queue.front().next_packet == 0)) {
-        qp.req.retransmit_deadline = 0;
-    } else if (progress) {
-        arm_timer(qp, now);
-    }
+    stop_timer_when_idle(qp);
 }
 
 // Writes `data` into a WQE's SGEs at `offset` (READ responses, atomic results); the SGE lkeys
@@ -65,16 +107,27 @@ void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64
     }
     if (index == qp.req.send_offset) {
         ++qp.device->counters_of(qp).duplicates; // nothing outstanding answers to it
+        ++qp.counters.duplicates;
         return;
     }
     SendWqe& target = qp.send_queue.at(index);
     const std::uint32_t expected = roce::psn_add(target.first_psn, target.responses);
-    if (psn != expected) {
-        ++qp.device->counters_of(qp).duplicates; // a replayed or early response: go-back-N resends
+    const std::int32_t gap = roce::psn_diff(psn, expected);
+    if (gap < 0) {
+        ++qp.device->counters_of(qp).duplicates; // a replayed or late response
+        ++qp.counters.duplicates;
         return;
     }
+    // Everything before the request was executed by the responder (IBTA 9.7.5.1.3).
     acknowledge(qp, roce::psn_sub(target.first_psn, 1), now);
     if (qp.send_queue.empty() || &qp.send_queue.front() != &target) {
+        return;
+    }
+    if (gap > 0) {
+        // Responses were lost: ask again, at once, from the first missing byte.
+        if (fast_restart(qp, expected, now)) {
+            ++qp.device->counters_of(qp).read_restarts;
+        }
         return;
     }
     if (frame.opcode() == roce::Opcode::rc_atomic_acknowledge) {
@@ -107,22 +160,17 @@ void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64
         place_in_wqe(target, offset, frame.payload.data(),
                      static_cast<std::uint32_t>(frame.payload.size()));
         ++target.responses;
-        qp.req.retries_left = qp.attr.retry_cnt; // forward progress
+        advance(qp, psn, now);
         if (target.responses < target.psn_span) {
-            arm_timer(qp, now);
             return;
         }
     }
+    advance(qp, psn, now);
     complete_send(qp, target, rdma::WcStatus::success);
     qp.send_queue.pop();
     --qp.req.send_offset;
     retire_local_heads(qp);
-    qp.req.retries_left = qp.attr.retry_cnt;
-    if (qp.req.send_offset == 0) {
-        qp.req.retransmit_deadline = 0;
-    } else {
-        arm_timer(qp, now);
-    }
+    stop_timer_when_idle(qp);
 }
 
 // A NAK that fails the QP: everything before it was received (acknowledged), the WR it names
@@ -137,13 +185,13 @@ void fail_on_nak(SwroceQp& qp, std::uint32_t psn, rdma::WcStatus status,
 
 void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) noexcept {
     const std::uint32_t psn = frame.bth.psn;
+    if (PRDMA_UNLIKELY(!was_sent(qp, psn))) {
+        ++qp.device->counters_of(qp).rx_bad_ack; // for a PSN never sent: a buggy or hostile peer
+        return;
+    }
     const bool response = frame.opcode() != roce::Opcode::rc_acknowledge;
     // A READ response's AETH (first/last/only) or an atomic ACK's may be a NAK; middles have none.
     const bool has_aeth = frame.has(roce::ExtHeader::aeth);
-    // Any response shows the peer is alive: the transport timer starts over (IBTA 9.7.6.1.3).
-    if (qp.req.retransmit_deadline != 0) {
-        arm_timer(qp, now);
-    }
     if (response &&
         (!has_aeth || roce::classify_aeth(frame.aeth.syndrome) == roce::AethClass::ack)) {
         complete_response(qp, frame, now);
@@ -155,6 +203,7 @@ void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) n
         return;
     }
     ++qp.device->counters_of(qp).naks_received;
+    ++qp.counters.naks_received;
     switch (type) {
     case roce::AethClass::rnr_nak:
         acknowledge(qp, roce::psn_sub(psn, 1), now);
@@ -170,7 +219,7 @@ void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) n
         return;
     case roce::AethClass::nak_psn_sequence_error:
         acknowledge(qp, roce::psn_sub(psn, 1), now);
-        rewind(qp, psn);
+        (void)fast_restart(qp, psn, now);
         return;
     case roce::AethClass::nak_remote_access_error:
         fail_on_nak(qp, psn, rdma::WcStatus::remote_access_error, now);

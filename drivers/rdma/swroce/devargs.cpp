@@ -39,10 +39,11 @@ std::string key_list() {
     return text;
 }
 
-Error bad(const char* key, std::string_view value, const char* allowed) {
+Error bad(std::string_view key, std::string_view value, std::string_view allowed) {
     return {StatusCode::invalid_parameter,
-            strformat("swroce devarg %s='%.*s' is invalid: %s", key, static_cast<int>(value.size()),
-                      value.data(), allowed)};
+            strformat("swroce devarg %.*s='%.*s' is invalid: %.*s", static_cast<int>(key.size()),
+                      key.data(), static_cast<int>(value.size()), value.data(),
+                      static_cast<int>(allowed.size()), allowed.data())};
 }
 
 // Whole-string decimal; from_chars already refuses signs, spaces and hex prefixes.
@@ -89,7 +90,71 @@ const char* unusable_address_reason(const IpAddress& ip) {
     return nullptr;
 }
 
+// The probability keys: which direction and which fault each one sets.
+struct RateKey {
+    std::string_view key;
+    FaultRates SwroceDevargs::*direction;
+    double FaultRates::*rate;
+};
+constexpr std::array<RateKey, 11> rate_keys = {{
+    {"drop", &SwroceDevargs::rx_faults, &FaultRates::drop}, // rx_drop's older name
+    {"rx_drop", &SwroceDevargs::rx_faults, &FaultRates::drop},
+    {"rx_reorder", &SwroceDevargs::rx_faults, &FaultRates::reorder},
+    {"rx_duplicate", &SwroceDevargs::rx_faults, &FaultRates::duplicate},
+    {"rx_corrupt", &SwroceDevargs::rx_faults, &FaultRates::corrupt},
+    {"rx_delay", &SwroceDevargs::rx_faults, &FaultRates::delay},
+    {"tx_drop", &SwroceDevargs::tx_faults, &FaultRates::drop},
+    {"tx_reorder", &SwroceDevargs::tx_faults, &FaultRates::reorder},
+    {"tx_duplicate", &SwroceDevargs::tx_faults, &FaultRates::duplicate},
+    {"tx_corrupt", &SwroceDevargs::tx_faults, &FaultRates::corrupt},
+    {"tx_delay", &SwroceDevargs::tx_faults, &FaultRates::delay},
+}};
+
+// The fault-injection keys; nullopt for any other key.
+std::optional<Status> apply_fault_key(SwroceDevargs& out, std::string_view key,
+                                      std::string_view value) {
+    const auto* rate_key = std::find_if(rate_keys.begin(), rate_keys.end(),
+                                        [key](const RateKey& r) { return r.key == key; });
+    if (rate_key != rate_keys.end()) {
+        const auto rate = parse_decimal<double>(value);
+        // Written so that NaN fails too.
+        if (!rate || !(*rate >= 0.0 && *rate < 1.0)) {
+            return bad(key, value,
+                       strformat("a probability is a decimal number in [0, 1), e.g. %.*s=0.01",
+                                 static_cast<int>(key.size()), key.data()));
+        }
+        (out.*rate_key->direction).*rate_key->rate = *rate;
+        return Status{};
+    }
+    if (key == "reorder_depth") {
+        const auto depth = parse_decimal<unsigned>(value);
+        if (!depth || *depth < 1 || *depth > max_reorder_depth) {
+            return bad(key, value,
+                       strformat("the number of later frames that pass a reordered one is an "
+                                 "integer 1..%u",
+                                 max_reorder_depth));
+        }
+        out.reorder_depth = *depth;
+        return Status{};
+    }
+    if (key == "delay_us") {
+        const auto delay = parse_decimal<std::uint32_t>(value);
+        if (!delay || *delay < 1 || *delay > max_delay_us) {
+            return bad(key, value,
+                       strformat("how long a delayed frame is held is an integer number of "
+                                 "microseconds 1..%u",
+                                 static_cast<unsigned>(max_delay_us)));
+        }
+        out.delay_us = *delay;
+        return Status{};
+    }
+    return std::nullopt;
+}
+
 Status apply(SwroceDevargs& out, std::string_view key, std::string_view value) {
+    if (std::optional<Status> fault = apply_fault_key(out, key, value)) {
+        return *fault;
+    }
     if (key == "port") {
         if (value.empty()) {
             return bad("port", value, "name the ethdev to run on, e.g. port=net_memif0");
@@ -128,14 +193,6 @@ Status apply(SwroceDevargs& out, std::string_view key, std::string_view value) {
                        "pcap out to capture nothing");
         }
         out.pcap = value;
-    } else if (key == "drop") {
-        const auto drop = parse_decimal<double>(value);
-        // Written so that NaN fails too.
-        if (!drop || !(*drop >= 0.0 && *drop < 1.0)) {
-            return bad("drop", value,
-                       "a drop probability is a decimal number in [0, 1), e.g. drop=0.01");
-        }
-        out.drop = *drop;
     } else if (key == "seed") {
         const auto seed = parse_decimal<std::uint64_t>(value);
         if (!seed) {
@@ -258,6 +315,15 @@ Result<SwroceDevargs> parse_devargs(std::string_view args) {
         return Error{StatusCode::invalid_parameter,
                      "swroce devargs: 'ip' is required: the device's IPv4 or IPv6 address "
                      "(its GID), e.g. ip=10.0.0.1"};
+    }
+    if (seen[key_index("drop")] && seen[key_index("rx_drop")]) {
+        const std::string_view drop = seen_values[key_index("drop")];
+        const std::string_view rx_drop = seen_values[key_index("rx_drop")];
+        return Error{StatusCode::invalid_parameter,
+                     strformat("swroce devargs: drop='%.*s' and rx_drop='%.*s' are both given, "
+                               "but drop is the older name of rx_drop; give only rx_drop",
+                               static_cast<int>(drop.size()), drop.data(),
+                               static_cast<int>(rx_drop.size()), rx_drop.data())};
     }
     return out;
 }

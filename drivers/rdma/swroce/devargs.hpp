@@ -13,6 +13,8 @@
 #include <prdma/rdmadev/types.hpp>
 #include <prdma/status.hpp>
 
+#include "fault_injection.hpp"
+
 namespace prdma::swroce {
 
 // An IPv4 or IPv6 address in the 16-byte form a GID uses: IPv4 is stored IPv4-mapped
@@ -40,13 +42,23 @@ struct SwroceDevargs {
     std::optional<unsigned> mtu; // IB path MTU to offer; default: what the port carries
     unsigned queues = 1;         // queue groups = rx/tx queue pairs of the port
     std::string pcap;            // capture every frame to this pcapng file; empty = off
-    double drop = 0;             // probability of dropping a frame, for loss tests
-    std::uint64_t seed = 1;      // seed of the drop decision, so a loss run repeats
+    // Fault injection (fault_injection.hpp), per direction; rx_<fault>= and tx_<fault>=.
+    FaultRates rx_faults;
+    FaultRates tx_faults;
+    unsigned reorder_depth = 3;   // later frames that pass a reordered one
+    std::uint32_t delay_us = 100; // how long a delayed frame is held
+    std::uint64_t seed = 1;       // seed of every fault decision (injector_seed), so a run repeats
 };
 
+inline constexpr unsigned max_reorder_depth = FaultInjector::max_reorder_depth;
+inline constexpr std::uint32_t max_delay_us = 1000000;
+
 // Keys, in the order the usage message lists them.
-inline constexpr std::array<std::string_view, 7> devarg_keys = {"port", "ip",   "mtu", "queues",
-                                                                "pcap", "drop", "seed"};
+inline constexpr std::array<std::string_view, 19> devarg_keys = {
+    "port",       "ip",           "mtu",          "queues",     "pcap",          "drop",
+    "rx_drop",    "rx_reorder",   "rx_duplicate", "rx_corrupt", "rx_delay",      "tx_drop",
+    "tx_reorder", "tx_duplicate", "tx_corrupt",   "tx_delay",   "reorder_depth", "delay_us",
+    "seed"};
 
 // Parses "key=value[,key=value...]". Every rule broken is invalid_parameter with a message that
 // names the key, the value given and what is allowed.

@@ -25,6 +25,10 @@ struct rte_mbuf;
 namespace prdma::swroce {
 
 inline constexpr std::uint16_t burst_size = 32;
+// Go-back-N's price for one loss is what is in flight behind it: at most this many packets are
+// unacknowledged, and inside a long message every this many ask for an acknowledgement.
+inline constexpr std::uint32_t max_unacked_packets = 256;
+inline constexpr std::uint32_t ack_req_interval = 32;
 
 // Frames one progress call builds before it hands them to the port.
 struct TxBatch {
@@ -84,6 +88,9 @@ std::uint64_t rnr_timer_cycles(const SwroceDevice& dev, std::uint8_t code) noexc
 void arm_timer(SwroceQp& qp, std::uint64_t now) noexcept;
 // Go back N: the next requester pass resends from `from_psn`.
 void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept;
+// The restart a sequence-error NAK or a READ response gap asks for, at once; false when it is a
+// report of a loss already being repaired.
+bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now) noexcept;
 // The transport timer: a retry from the first unacknowledged packet, or retry_exceeded.
 void check_timer(SwroceQp& qp, std::uint64_t now) noexcept;
 
@@ -92,8 +99,6 @@ void check_timer(SwroceQp& qp, std::uint64_t now) noexcept;
 // group (its QP lives there) and must not be freed here.
 bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64_t now,
                   bool handed_over) noexcept;
-// The drop= devarg: whether to lose this received frame.
-bool drop_injected(SwroceDevice& dev, SwroceCounters& counters) noexcept;
 
 // ---- queue_group.cpp ----
 // Receive, protocol, transmit and timers for one queue group.

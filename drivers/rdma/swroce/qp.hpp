@@ -113,6 +113,8 @@ struct QpCounters {
 // The message the responder is in the middle of (IBTA 9.4: FIRST, MIDDLE..., LAST).
 enum class InMessage : std::uint8_t { none, send, write };
 
+inline constexpr std::uint32_t no_psn = 0xffffffffU; // outside the 24-bit PSN space
+
 // Requester, completer and retransmission state.
 struct RequesterState {
     std::uint32_t send_psn = 0;    // next PSN to assign to a new message
@@ -120,17 +122,25 @@ struct RequesterState {
     // The last PSN the responder acknowledged (cumulatively, or implicitly by a response): a
     // go-back-N restart resends from the packet after it, never from the start of a message.
     std::uint32_t acked_psn = 0;
-    bool reads_posted = false;             // a READ or atomic was ever posted (never reset)
-    bool send_stopped = false;             // a local WR failed: nothing after it is transmitted
+    bool reads_posted = false; // a READ or atomic was ever posted (never reset)
+    // A WR failed where it stands (FAST_REG rules, a bad WR at post): nothing posted after it is
+    // ever transmitted; what came before still is, retransmissions included.
+    bool send_stopped = false;
     std::uint64_t retransmit_deadline = 0; // TSC; 0 = nothing unacknowledged
     int retries_left = 0;
     int rnr_retries_left = 0;
     std::uint64_t rnr_resume = 0;            // TSC at which an RNR-NAKed transmission may resume
     std::uint32_t packets_since_ack_req = 0; // AckReq cadence inside long messages
-    // The restart a sequence-error NAK or a READ gap caused last, so the same loss reported
-    // twice (a re-sent NAK, more responses past the gap) restarts once.
-    std::uint32_t restart_psn = 0;
+    // The last restart a sequence-error NAK or a READ gap caused, so the same loss reported twice
+    // (a NAK re-sent for an AckReq, more responses past the gap) restarts once.
+    std::uint32_t restart_psn = no_psn;
     std::uint64_t restart_tsc = 0;
+    // Round-trip time, smoothed, from one timed AckReq packet at a time (none across a restart,
+    // as Karn's rule says): how long the same loss may be reported again.
+    std::uint64_t srtt = 0;
+    std::uint32_t timed_psn = 0;
+    std::uint64_t timed_tsc = 0;
+    bool timing = false;
 };
 
 // Responder state.

@@ -9,25 +9,23 @@
 
 namespace prdma::swroce {
 
-void progress_group(SwroceDevice& dev, unsigned group) noexcept {
-    // Control requests first (a QP created for this group takes part in this very burst; one being
-    // destroyed is gone before the scan).
-    run_group_requests(dev, group);
-    std::array<rte_mbuf*, burst_size> mbufs; // filled by the bursts below
-    const std::uint64_t now = rte_get_tsc_cycles();
+namespace {
+
+// The rx burst, and the frames other groups received for our QPs (and, on group 0, possible ARP).
+void receive(SwroceDevice& dev, unsigned group, std::uint64_t now) noexcept {
+    // Twice a burst: the fault devargs may add duplicates and frames they held back.
+    std::array<rte_mbuf*, 2 * burst_size> mbufs; // filled by the bursts below
     QueueGroupState& state = *dev.groups[group];
-    const std::uint16_t received = dev.port.receive_frames(group, mbufs.data(), burst_size);
+    std::uint16_t received = dev.port.receive_frames(group, mbufs.data(), burst_size);
+    if (PRDMA_UNLIKELY(state.rx_faults.active())) {
+        received = state.rx_faults.apply(mbufs.data(), received, mbufs.size(), now,
+                                         dev.port.mempool(group), state.counters.rx_faults);
+    }
     for (std::uint16_t i = 0; i < received; ++i) {
-        rte_mbuf* mbuf = mbufs[i];
-        if (drop_injected(dev, state.counters)) {
-            rte_pktmbuf_free(mbuf);
-            continue;
-        }
-        if (!handle_frame(dev, group, mbuf, now, false)) {
-            rte_pktmbuf_free(mbuf);
+        if (!handle_frame(dev, group, mbufs[i], now, false)) {
+            rte_pktmbuf_free(mbufs[i]);
         }
     }
-    // Frames other groups received for our QPs (and, on group 0, possible ARP).
     const unsigned handed = rte_ring_dequeue_burst(
         state.handover, reinterpret_cast<void**>(mbufs.data()), burst_size, nullptr);
     for (unsigned i = 0; i < handed; ++i) {
@@ -40,46 +38,64 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept {
             rte_pktmbuf_free(mbufs[i]);
         }
     }
-    // Frames the port refused last time go first; while any wait, make no new ones.
-    if (!flush_backlog(dev, group)) {
-        return;
+}
+
+// One QP's frames into the batch: the ACK or NAK it owes, READ responses, then its requester.
+// False when the port refused frames and nothing more may be made this progress.
+bool serve(SwroceDevice& dev, unsigned group, SwroceQp& qp, TxBatch& tx,
+           std::uint64_t now) noexcept {
+    if (qp.resp.ack_pending && qp.has_peer_mac()) {
+        if (tx.full() && !transmit(dev, group, tx)) {
+            return false;
+        }
+        send_ack(qp, tx);
+        if (!qp.resp.ack_pending && qp.resp.error_after_nak) {
+            // The NAK is in the batch; the responder's error takes the QP to ERR, flushing both
+            // queues (the requester learns of it from the NAK).
+            qp.resp.error_after_nak = false;
+            fail_responder(qp);
+        }
     }
+    if (qp.resp.responses_pending && qp.has_peer_mac() && qp.state() != rdma::QpState::err) {
+        send_responses(qp, tx);
+        if (tx.full()) {
+            if (!transmit(dev, group, tx)) {
+                return false;
+            }
+            send_responses(qp, tx);
+        }
+    }
+    run_requester(qp, tx, now);
+    return !tx.full() || transmit(dev, group, tx);
+}
+
+} // namespace
+
+void progress_group(SwroceDevice& dev, unsigned group) noexcept {
+    // Control requests first (a QP created for this group takes part in this very burst; one being
+    // destroyed is gone before the scan).
+    run_group_requests(dev, group);
+    const std::uint64_t now = rte_get_tsc_cycles();
+    receive(dev, group, now);
+    // Frames the port refused last time go first; while any wait, make no new ones. Timers run
+    // regardless: a peer that stopped taking frames is a peer that stopped answering, and its
+    // QPs must reach retry_exceeded on time.
+    bool can_send = flush_backlog(dev, group);
     TxBatch tx;
+    QueueGroupState& state = *dev.groups[group];
     for (std::uint32_t slot = dev.first_slot(group); slot < state.qp_slot_end; ++slot) {
         SwroceQp* qp = dev.qps[slot].get();
         if (qp == nullptr || qp->queue_group != group || qp->destroying) {
             continue;
         }
-        if (qp->resp.ack_pending && qp->has_peer_mac()) {
-            if (tx.full() && !transmit(dev, group, tx)) {
-                return;
-            }
-            send_ack(*qp, tx);
-            if (!qp->resp.ack_pending && qp->resp.error_after_nak) {
-                // The NAK is in the batch; the responder's error takes the QP to ERR, flushing
-                // both queues (the requester learns of it from the NAK).
-                qp->resp.error_after_nak = false;
-                fail_responder(*qp);
-            }
-        }
-        if (qp->resp.responses_pending && qp->has_peer_mac() && qp->state() != rdma::QpState::err) {
-            send_responses(*qp, tx);
-            if (tx.full()) {
-                if (!transmit(dev, group, tx)) {
-                    return;
-                }
-                send_responses(*qp, tx);
-            }
-        }
         if (qp->state() == rdma::QpState::rts) {
             check_timer(*qp, now);
-            run_requester(*qp, tx, now);
         }
-        if (tx.full() && !transmit(dev, group, tx)) {
-            return;
-        }
+        can_send = can_send && serve(dev, group, *qp, tx, now);
     }
-    (void)transmit(dev, group, tx);
+    if (can_send) {
+        (void)transmit(dev, group, tx);
+    }
 }
 
 void kick_requester(SwroceQp& qp) noexcept {

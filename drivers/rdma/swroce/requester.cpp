@@ -103,7 +103,6 @@ roce::FrameHeaders request_headers(const SwroceQp& qp, const SendWqe& wqe, const
     const std::uint32_t psn = roce::psn_add(wqe.first_psn, read ? wqe.responses : wqe.next_packet);
     roce::FrameHeaders h = headers_for(qp, plan.opcode, psn);
     const auto& info = roce::opcode_info(plan.opcode);
-    h.bth.ack_req = plan.last;
     h.bth.solicited = plan.last && (wqe.wr.flags & rdma::send_solicited) != 0;
     if (info.has(roce::ExtHeader::reth)) {
         h.reth = {wqe.wr.rdma.remote_addr + done, wqe.wr.rdma.rkey, wqe.length - done};
@@ -125,8 +124,29 @@ roce::FrameHeaders request_headers(const SwroceQp& qp, const SendWqe& wqe, const
     return h;
 }
 
+// Whether one more packet at `psn` fits the window of unacknowledged packets. A READ request
+// always may go (max_rd_atomic bounds those), and so may the first unacknowledged packet.
+bool in_window(const SwroceQp& qp, const SendWqe& wqe, std::uint32_t psn) noexcept {
+    if (wqe.is_read_or_atomic()) {
+        return true;
+    }
+    const std::int32_t ahead = roce::psn_diff(psn, qp.req.acked_psn);
+    return ahead <= static_cast<std::int32_t>(max_unacked_packets);
+}
+
+// The last packet of a message asks for an ACK (IBTA), and so does every ack_req_interval-th
+// packet inside a long one, so progress is acknowledged before the message ends and a loss is
+// noticed within that many packets.
+bool asks_for_ack(SwroceQp& qp, const PacketPlan& plan) noexcept {
+    if (plan.last || ++qp.req.packets_since_ack_req >= ack_req_interval) {
+        qp.req.packets_since_ack_req = 0;
+        return true;
+    }
+    return false;
+}
+
 // Sends the packets of `wqe` still to go; false when the requester must stop for now (batch
-// full, no mbuf, or the QP failed).
+// full, window full, no mbuf, or the QP failed).
 bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) noexcept {
     const std::uint32_t mtu = qp.mtu();
     const Segmenter segments(wqe.wr.opcode, wqe.length, mtu);
@@ -138,14 +158,23 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
     }
     while (wqe.next_packet < segments.packet_count() && !tx.full()) {
         const PacketPlan plan = segments.packet(wqe.next_packet);
-        const roce::FrameHeaders h = request_headers(qp, wqe, plan, mtu);
+        roce::FrameHeaders h = request_headers(qp, wqe, plan, mtu);
+        if (!in_window(qp, wqe, h.bth.psn)) {
+            return false;
+        }
         if (plan.length > 0 && !wqe.is_read_or_atomic() && !wqe_keys_valid(wqe)) {
             // The local region went away while the WQE was queued: as a NIC would, fail it.
             fail_qp(qp, rdma::WcStatus::local_protection_error);
             return false;
         }
+        h.bth.ack_req = asks_for_ack(qp, plan);
         if (!emit(qp, tx, h, Payload{&wqe, nullptr, 0, plan.offset, plan.length})) {
             return false;
+        }
+        if (h.bth.ack_req && !qp.req.timing && !wqe.is_read_or_atomic()) {
+            qp.req.timing = true;
+            qp.req.timed_psn = h.bth.psn;
+            qp.req.timed_tsc = now;
         }
         ++wqe.next_packet;
         if (qp.req.retransmit_deadline == 0) {
@@ -155,27 +184,41 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
     return wqe.next_packet == segments.packet_count();
 }
 
+// A FAST_REG or LOCAL_INV reached in send-queue order: run once (a restart passes it again
+// without running it). False when it failed: nothing after it is sent, and it completes in
+// error when it reaches the head.
+bool pass_local(SwroceQp& qp, SendWqe& wqe) noexcept {
+    if (!wqe.assigned) {
+        execute_local(qp, wqe);
+        wqe.assigned = true;
+        wqe.first_psn = qp.req.send_psn;
+        wqe.psn_span = 0;
+    }
+    ++qp.req.send_offset;
+    if (wqe.local_status != rdma::WcStatus::success) {
+        qp.req.send_stopped = true;
+        return false;
+    }
+    return true;
+}
+
 } // namespace
 
 void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
-    if (qp.state() != rdma::QpState::rts || !qp.has_peer_mac() || qp.req.rnr_resume > now ||
-        qp.req.send_stopped) {
+    if (qp.state() != rdma::QpState::rts || !qp.has_peer_mac() || qp.req.rnr_resume > now) {
         return;
     }
     std::uint32_t reads = outstanding_reads(qp);
     while (qp.req.send_offset < qp.send_queue.size() && !tx.full()) {
         SendWqe& wqe = qp.send_queue.at(qp.req.send_offset);
+        if (qp.req.send_stopped && !wqe.assigned) {
+            break; // posted after a WR that failed where it stands
+        }
         if (wqe.is_local()) {
-            if (reads > 0 && (wqe.wr.flags & rdma::send_read_fence) != 0) {
+            if (!wqe.assigned && reads > 0 && (wqe.wr.flags & rdma::send_read_fence) != 0) {
                 return; // NDK read fence: earlier READs finish first
             }
-            execute_local(qp, wqe);
-            wqe.assigned = true;
-            wqe.first_psn = qp.req.send_psn;
-            wqe.psn_span = 0;
-            ++qp.req.send_offset;
-            if (wqe.local_status != rdma::WcStatus::success) {
-                qp.req.send_stopped = true;
+            if (!pass_local(qp, wqe)) {
                 break;
             }
             continue;

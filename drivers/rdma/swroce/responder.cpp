@@ -1,6 +1,19 @@
-// The responder (IBTA 9.7.4, rxe_resp.c): requests from the peer are checked and executed in PSN
-// order, and answered with coalesced ACKs, NAKs, READ responses and atomic ACKs. Duplicate READs
-// and atomics are answered again from their responder resource, never executed twice.
+// The responder (IBTA 9.7.4, rxe_resp.c): every request from the peer passes named stages, in
+// order, and the first that refuses it answers with the IBTA NAK for its reason, counted:
+//
+//   check_psn          in order: go on; duplicate: re-ACK or replay; gap: sequence-error NAK
+//   check_op_sequence  no MIDDLE/LAST without a FIRST, no new message inside one, same class
+//   check_length       FIRST/MIDDLE exactly the path MTU, LAST/ONLY at most it, never beyond the
+//                      RETH length or the posted receive
+//   check_resources    a receive WQE for a SEND / WRITE_WITH_IMM (else RNR NAK)
+//   check_rkey         key, PD, access, bounds and connection of a WRITE/READ/atomic
+//   execute            place the payload, run the READ or atomic once
+//   acknowledge        coalesced ACK when the requester asked for one
+//
+// A request that fails a stage touches no memory, completes nothing twice and never pops an
+// empty ring. Invalid-request, remote-access and remote-operation NAKs take the QP to ERR once
+// they are on their way (classes A-C, as rxe does). Duplicate READs and atomics are answered
+// again from their responder resource, never executed twice.
 #include <algorithm>
 
 #include <prdma/mem/region_io.hpp>
@@ -11,6 +24,35 @@
 namespace prdma::swroce {
 
 namespace {
+
+// What the stages know of one request packet.
+struct Request {
+    const roce::ParsedFrame& frame;
+    roce::Operation op;
+    bool first;
+    bool last;
+    std::uint32_t psn;
+    std::uint32_t payload;
+
+    explicit Request(const roce::ParsedFrame& f) noexcept
+        : frame(f), op(f.info->operation), first(f.info->position == roce::Position::first ||
+                                                 f.info->position == roce::Position::only),
+          last(f.info->position == roce::Position::last ||
+               f.info->position == roce::Position::only),
+          psn(f.bth.psn), payload(static_cast<std::uint32_t>(f.payload.size())) {}
+
+    [[nodiscard]] bool is_read_or_atomic() const noexcept {
+        return op == roce::Operation::rdma_read_request || op == roce::Operation::compare_swap ||
+               op == roce::Operation::fetch_add;
+    }
+    [[nodiscard]] bool write_with_imm_last() const noexcept {
+        return op == roce::Operation::rdma_write && last && frame.has(roce::ExtHeader::immdt);
+    }
+};
+
+void count(SwroceQp& qp, ResponderError reason) noexcept {
+    ++qp.device->counters_of(qp).responder(reason);
+}
 
 void queue_ack(SwroceQp& qp, std::uint32_t psn, std::uint8_t syndrome) noexcept {
     // An error NAK waiting to go out is never displaced by a later ACK or RNR NAK: the requester
@@ -32,20 +74,199 @@ void queue_nak(SwroceQp& qp, roce::NakCode code, std::uint32_t psn) noexcept {
     ++qp.counters.naks_sent;
 }
 
+// Refuses a request for `reason` with an error NAK: nothing after it is executed (the QP goes to
+// ERR once the NAK is out).
+void refuse(SwroceQp& qp, const Request& r, ResponderError reason, roce::NakCode code) noexcept {
+    count(qp, reason);
+    queue_nak(qp, code, r.psn);
+    qp.resp.nak_sent = true;
+}
+
+void receiver_not_ready(SwroceQp& qp, const Request& r) noexcept {
+    count(qp, ResponderError::receiver_not_ready);
+    queue_ack(qp, r.psn, roce::rnr_nak_syndrome(qp.attr.min_rnr_timer));
+    ++qp.device->counters_of(qp).naks_sent;
+    ++qp.counters.naks_sent;
+}
+
+// A duplicate READ/atomic: answered again from its resource, never executed twice. A READ asked
+// again from a PSN inside its range is answered from that response on.
+void replay(SwroceQp& qp, std::uint32_t psn) noexcept {
+    for (ResponderResource& resource : qp.resp.resources) {
+        const std::int32_t into = roce::psn_diff(psn, resource.psn);
+        if (resource.valid && into >= 0 && static_cast<std::uint32_t>(into) < resource.span) {
+            resource.next_packet = static_cast<std::uint32_t>(into);
+            resource.sending = true;
+            qp.resp.responses_pending = true;
+            return;
+        }
+    }
+}
+
+// ---- stage 1: PSN -------------------------------------------------------------------------
+bool check_psn(SwroceQp& qp, const Request& r) noexcept {
+    ResponderState& resp = qp.resp;
+    const std::int32_t delta = roce::psn_diff(r.psn, resp.expected_psn);
+    if (delta < 0) {
+        // A duplicate: the ACK or response was lost or late.
+        ++qp.device->counters_of(qp).duplicates;
+        ++qp.counters.duplicates;
+        if (r.is_read_or_atomic()) {
+            replay(qp, r.psn);
+        } else {
+            queue_ack(qp, roce::psn_sub(resp.expected_psn, 1), roce::ack_syndrome());
+        }
+        return false;
+    }
+    if (delta == 0) {
+        return true;
+    }
+    // A gap: one NAK, then again only when the requester shows it lost that NAK or its
+    // retransmission: a packet at or before the highest seen since (it went back again), or one
+    // that asks for an acknowledgement (it waits for one that never came).
+    const bool first_nak = !resp.nak_sent;
+    const bool new_pass = !first_nak && !roce::psn_after(r.psn, resp.nak_highest_psn);
+    if (first_nak || new_pass || r.frame.bth.ack_req) {
+        count(qp, ResponderError::psn_sequence);
+        queue_nak(qp, roce::NakCode::psn_sequence_error, resp.expected_psn);
+        resp.nak_sent = true;
+    }
+    if (first_nak || new_pass || roce::psn_after(r.psn, resp.nak_highest_psn)) {
+        resp.nak_highest_psn = r.psn;
+    }
+    return false;
+}
+
+// ---- stage 2: op sequence (IBTA 9.7.4.1.5) -------------------------------------------------
+bool check_op_sequence(SwroceQp& qp, const Request& r) noexcept {
+    const InMessage in = qp.resp.in_message;
+    bool ok = false;
+    switch (r.op) {
+    case roce::Operation::send:
+        ok = r.first ? in == InMessage::none : in == InMessage::send;
+        break;
+    case roce::Operation::rdma_write:
+        ok = r.first ? in == InMessage::none : in == InMessage::write;
+        break;
+    case roce::Operation::rdma_read_request:
+    case roce::Operation::compare_swap:
+    case roce::Operation::fetch_add:
+        ok = in == InMessage::none;
+        break;
+    default: // responses and ACKs never reach the responder; anything else is not a request
+        refuse(qp, r, ResponderError::opcode, roce::NakCode::invalid_request);
+        return false;
+    }
+    if (!ok) {
+        refuse(qp, r, ResponderError::op_sequence, roce::NakCode::invalid_request);
+    }
+    return ok;
+}
+
+// ---- stage 3: length ------------------------------------------------------------------------
+bool check_length(SwroceQp& qp, const Request& r) noexcept {
+    const std::uint32_t mtu = qp.mtu();
+    bool ok = r.last ? r.payload <= mtu : r.payload == mtu;
+    if (r.op == roce::Operation::rdma_write) {
+        if (r.first) {
+            const std::uint32_t length = r.frame.reth.dma_length;
+            // The RETH length bounds the message: every packet but the last is one MTU.
+            ok =
+                ok && length <= max_message_length && (r.last ? r.payload == length : length > mtu);
+        } else {
+            ok = ok &&
+                 (r.last ? r.payload == qp.resp.write_length : r.payload < qp.resp.write_length);
+        }
+    } else if (r.op == roce::Operation::rdma_read_request) {
+        ok = r.payload == 0 && r.frame.reth.dma_length <= max_message_length;
+    } else if (r.op != roce::Operation::send) {
+        ok = r.payload == 0; // atomics
+    }
+    if (!ok) {
+        refuse(qp, r, ResponderError::length, roce::NakCode::invalid_request);
+    }
+    return ok;
+}
+
+// ---- stage 4: resources ---------------------------------------------------------------------
+bool check_resources(SwroceQp& qp, const Request& r) noexcept {
+    // A SEND needs its receive WQE from FIRST to LAST; WRITE_WITH_IMM consumes one with its last
+    // packet. Without one, NAK before placing anything: the resent packet must find the message
+    // exactly where this one left it.
+    const bool needs_receive = r.op == roce::Operation::send || r.write_with_imm_last();
+    if (needs_receive && qp.receive_queue.empty()) {
+        receiver_not_ready(qp, r);
+        return false;
+    }
+    return true;
+}
+
+// ---- stage 5: keys --------------------------------------------------------------------------
+// Checks an rkey for `access` over [va, va + length); false (NAKed) when refused.
+bool check_rkey(SwroceQp& qp, const Request& r, mem::MemoryKey rkey, mem::AccessFlags access,
+                std::uint64_t va, std::uint32_t length, const mem::KeyEntry** entry) noexcept {
+    if ((qp.attr.access & access) == 0) {
+        refuse(qp, r, ResponderError::qp_access, roce::NakCode::remote_access_error);
+        return false;
+    }
+    const mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
+    if (registry.check({rkey, qp.pd, qp.qpn, access, va, length}, entry) != mem::KeyCheck::ok) {
+        refuse(qp, r, ResponderError::remote_access, roce::NakCode::remote_access_error);
+        return false;
+    }
+    return true;
+}
+
+bool check_keys(SwroceQp& qp, const Request& r) noexcept {
+    ResponderState& resp = qp.resp;
+    switch (r.op) {
+    case roce::Operation::rdma_write:
+        if (r.first) {
+            const roce::Reth& reth = r.frame.reth;
+            if (!check_rkey(qp, r, reth.rkey, mem::access_remote_write, reth.va, reth.dma_length,
+                            &resp.write_entry)) {
+                return false;
+            }
+            resp.write_key = reth.rkey;
+            resp.write_va = reth.va;
+            resp.write_length = reth.dma_length;
+            resp.write_dma_length = reth.dma_length;
+            return true;
+        }
+        if (PRDMA_UNLIKELY(!still_valid(resp.write_entry, resp.write_key))) {
+            // The region went away (or was invalidated) in the middle of the WRITE.
+            resp.write_entry = nullptr;
+            refuse(qp, r, ResponderError::region_gone, roce::NakCode::remote_access_error);
+            return false;
+        }
+        return true;
+    case roce::Operation::compare_swap:
+    case roce::Operation::fetch_add:
+        if ((r.frame.atomic_eth.va & 7U) != 0) {
+            refuse(qp, r, ResponderError::misaligned_atomic, roce::NakCode::invalid_request);
+            return false;
+        }
+        return true; // the key is checked where the resource is made (execute_atomic)
+    default:
+        return true; // SEND checks lkeys while scattering; READ where its resource is made
+    }
+}
+
+// ---- stage 6: execute -----------------------------------------------------------------------
 void complete_receive(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint32_t byte_len,
-                      rdma::WcOpcode opcode) noexcept {
+                      rdma::WcOpcode opcode, rdma::WcStatus status) noexcept {
     rdma::WorkCompletion wc;
     wc.wr_id = qp.receive_queue.front().wr_id;
-    wc.status = rdma::WcStatus::success;
+    wc.status = status;
     wc.opcode = opcode;
     wc.byte_len = byte_len;
     wc.qpn = qp.qpn;
     wc.src_qpn = qp.attr.dest_qpn;
-    if (frame.has(roce::ExtHeader::immdt)) {
+    if (status == rdma::WcStatus::success && frame.has(roce::ExtHeader::immdt)) {
         wc.flags |= rdma::wc_with_imm;
         wc.imm_or_invalidated = frame.immediate;
     }
-    if (frame.has(roce::ExtHeader::ieth)) {
+    if (status == rdma::WcStatus::success && frame.has(roce::ExtHeader::ieth)) {
         wc.flags |= rdma::wc_with_inv;
         wc.imm_or_invalidated = frame.invalidate_rkey;
     }
@@ -53,15 +274,15 @@ void complete_receive(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint32_
     qp.recv_cq->push(wc);
 }
 
-// Scatters a SEND payload into the head receive WQE; false on a local length/protection error.
+// Scatters a SEND payload into the head receive WQE; false when it does not fit or a receive
+// lkey is refused (a local length/protection error).
 bool scatter(SwroceQp& qp, std::span<const std::uint8_t> payload) noexcept {
     const RecvWqe& wqe = qp.receive_queue.front();
-    const rdma::Sge* sges = wqe.sges.data();
     const mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
     std::uint32_t skip = qp.resp.recv_offset;
     std::size_t done = 0;
     for (std::uint32_t i = 0; i < wqe.num_sge && done < payload.size(); ++i) {
-        const rdma::Sge& sge = sges[i];
+        const rdma::Sge& sge = wqe.sges[i];
         if (skip >= sge.length) {
             skip -= sge.length;
             continue;
@@ -79,56 +300,85 @@ bool scatter(SwroceQp& qp, std::span<const std::uint8_t> payload) noexcept {
         skip = 0;
     }
     if (done < payload.size()) {
-        return false; // the message is longer than the receive buffers
+        return false;
     }
     qp.resp.recv_offset += static_cast<std::uint32_t>(payload.size());
     return true;
 }
 
-bool is_read_or_atomic_request(roce::Operation op) noexcept {
-    return op == roce::Operation::rdma_read_request || op == roce::Operation::compare_swap ||
-           op == roce::Operation::fetch_add;
+// False when the request failed here (NAK queued).
+bool execute_send(SwroceQp& qp, const Request& r) noexcept {
+    if (r.first) {
+        qp.resp.recv_offset = 0;
+    }
+    if (!scatter(qp, r.frame.payload)) {
+        complete_receive(qp, r.frame, qp.resp.recv_offset, rdma::WcOpcode::recv,
+                         rdma::WcStatus::local_length_error);
+        qp.resp.in_message = InMessage::none;
+        refuse(qp, r, ResponderError::receive_too_short, roce::NakCode::invalid_request);
+        return false;
+    }
+    qp.resp.in_message = r.last ? InMessage::none : InMessage::send;
+    if (!r.last) {
+        return true;
+    }
+    if (r.frame.has(roce::ExtHeader::ieth) &&
+        rdma::driver::device(qp.device->id)->registry->invalidate(r.frame.invalidate_rkey, qp.pd) !=
+            mem::InvalidateResult::ok) {
+        // A key that is not ours to invalidate (wrong PD, not a fast-register region, stale): the
+        // receive completes in error and the requester gets a NAK, as rxe does.
+        complete_receive(qp, r.frame, qp.resp.recv_offset, rdma::WcOpcode::recv,
+                         rdma::WcStatus::remote_invalid_request_error);
+        refuse(qp, r, ResponderError::invalidate, roce::NakCode::invalid_request);
+        return false;
+    }
+    complete_receive(qp, r.frame, qp.resp.recv_offset, rdma::WcOpcode::recv,
+                     rdma::WcStatus::success);
+    ++qp.resp.msn;
+    return true;
+}
+
+void execute_write(SwroceQp& qp, const Request& r) noexcept {
+    ResponderState& resp = qp.resp;
+    mem::copy_to_region(*resp.write_entry, resp.write_va, r.frame.payload.data(), r.payload);
+    resp.write_va += r.payload;
+    resp.write_length -= r.payload;
+    resp.in_message = r.last ? InMessage::none : InMessage::write;
+    if (!r.last) {
+        return;
+    }
+    if (r.frame.has(roce::ExtHeader::immdt)) {
+        // byte_len is the whole WRITE's length (IBTA), not this packet's payload.
+        complete_receive(qp, r.frame, resp.write_dma_length, rdma::WcOpcode::recv_rdma_with_imm,
+                         rdma::WcStatus::success);
+    }
+    resp.write_entry = nullptr;
+    ++resp.msn;
 }
 
 // Executes a READ or an atomic once, keeping what a duplicate needs in a responder resource.
-void execute_read_atomic(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
-    const std::uint32_t psn = frame.bth.psn;
-    const roce::Operation op = frame.info->operation;
-    const mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
+void execute_read_atomic(SwroceQp& qp, const Request& r) noexcept {
     ResponderResource resource;
     resource.valid = true;
-    resource.psn = psn;
+    resource.psn = r.psn;
     resource.sending = true;
-    if (op == roce::Operation::rdma_read_request) {
-        const std::uint32_t length = frame.reth.dma_length;
-        if (length > 0) {
-            const mem::KeyCheck check = registry.check(
-                {frame.reth.rkey, qp.pd, qp.qpn, mem::access_remote_read, frame.reth.va, length},
-                &resource.entry);
-            if (check != mem::KeyCheck::ok || (qp.attr.access & mem::access_remote_read) == 0) {
-                queue_nak(qp, roce::NakCode::remote_access_error, psn);
-                qp.resp.nak_sent = true;
+    if (r.op == roce::Operation::rdma_read_request) {
+        const roce::Reth& reth = r.frame.reth;
+        if (reth.dma_length > 0) {
+            if (!check_rkey(qp, r, reth.rkey, mem::access_remote_read, reth.va, reth.dma_length,
+                            &resource.entry)) {
                 return;
             }
-            resource.key = frame.reth.rkey;
+            resource.key = reth.rkey;
         }
         const std::uint32_t mtu = qp.mtu();
-        resource.va = frame.reth.va;
-        resource.length = length;
-        resource.span = length == 0 ? 1U : (length + mtu - 1) / mtu;
+        resource.va = reth.va;
+        resource.length = reth.dma_length;
+        resource.span = reth.dma_length == 0 ? 1U : (reth.dma_length + mtu - 1) / mtu;
     } else {
-        const roce::AtomicEth& atomic = frame.atomic_eth;
-        if ((atomic.va & 7U) != 0) {
-            queue_nak(qp, roce::NakCode::invalid_request, psn); // atomics are 8-byte aligned
-            qp.resp.nak_sent = true;
-            return;
-        }
+        const roce::AtomicEth& atomic = r.frame.atomic_eth;
         const mem::KeyEntry* entry = nullptr;
-        const mem::KeyCheck check = registry.check(
-            {atomic.rkey, qp.pd, qp.qpn, mem::access_remote_atomic, atomic.va, 8}, &entry);
-        if (check != mem::KeyCheck::ok || (qp.attr.access & mem::access_remote_atomic) == 0) {
-            queue_nak(qp, roce::NakCode::remote_access_error, psn);
-            qp.resp.nak_sent = true;
+        if (!check_rkey(qp, r, atomic.rkey, mem::access_remote_atomic, atomic.va, 8, &entry)) {
             return;
         }
         // One lcore owns the QP: the read-modify-write needs no atomic instruction against other
@@ -137,7 +387,7 @@ void execute_read_atomic(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept 
         resource.atomic = true;
         resource.span = 1;
         resource.original = *target;
-        if (op == roce::Operation::compare_swap) {
+        if (r.op == roce::Operation::compare_swap) {
             if (resource.original == atomic.compare) {
                 *target = atomic.swap_add;
             }
@@ -149,161 +399,36 @@ void execute_read_atomic(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept 
     qp.resp.responses_pending = true;
     qp.resp.next_resource = (qp.resp.next_resource + 1) % max_responder_resources;
     qp.resp.nak_sent = false;
-    qp.resp.expected_psn = roce::psn_add(psn, resource.span);
+    qp.resp.expected_psn = roce::psn_add(r.psn, resource.span);
     ++qp.resp.msn;
-}
-
-// A duplicate READ/atomic: answered again from its resource, never executed twice. A READ asked
-// again from a PSN inside its range is answered from that response on.
-void replay(SwroceQp& qp, std::uint32_t psn) noexcept {
-    for (ResponderResource& resource : qp.resp.resources) {
-        const std::int32_t into = roce::psn_diff(psn, resource.psn);
-        if (resource.valid && into >= 0 && static_cast<std::uint32_t>(into) < resource.span) {
-            resource.next_packet = static_cast<std::uint32_t>(into);
-            resource.sending = true;
-            qp.resp.responses_pending = true;
-            return;
-        }
-    }
 }
 
 } // namespace
 
 void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
-    const std::uint32_t psn = frame.bth.psn;
-    const std::int32_t delta = roce::psn_diff(psn, qp.resp.expected_psn);
-    if (delta < 0) {
-        // A duplicate: the ACK or response was lost or late.
-        ++qp.device->counters_of(qp).duplicates;
-        if (is_read_or_atomic_request(frame.info->operation)) {
-            replay(qp, psn);
-        } else {
-            queue_ack(qp, roce::psn_sub(qp.resp.expected_psn, 1), roce::ack_syndrome());
-        }
+    const Request r(frame);
+    if (!check_psn(qp, r) || !check_op_sequence(qp, r) || !check_length(qp, r) ||
+        !check_resources(qp, r) || !check_keys(qp, r)) {
         return;
     }
-    if (delta > 0) {
-        if (!qp.resp.nak_sent) {
-            qp.resp.nak_sent = true;
-            queue_nak(qp, roce::NakCode::psn_sequence_error, qp.resp.expected_psn);
+    switch (r.op) {
+    case roce::Operation::send:
+        if (!execute_send(qp, r)) {
+            return;
         }
+        break;
+    case roce::Operation::rdma_write:
+        execute_write(qp, r);
+        break;
+    default:
+        execute_read_atomic(qp, r); // answered by responses, not by an ACK
         return;
     }
-    const roce::OpcodeInfo& info = *frame.info;
-    const bool first =
-        info.position == roce::Position::first || info.position == roce::Position::only;
-    const bool last =
-        info.position == roce::Position::last || info.position == roce::Position::only;
-    const mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
-
-    if (info.operation == roce::Operation::send) {
-        if (first) {
-            if (qp.receive_queue.empty()) {
-                queue_ack(qp, psn, roce::rnr_nak_syndrome(qp.attr.min_rnr_timer));
-                ++qp.device->counters_of(qp).naks_sent;
-                ++qp.counters.naks_sent;
-                return; // not consumed: the requester resends after the RNR timer
-            }
-            qp.resp.recv_offset = 0;
-        }
-        if (!scatter(qp, frame.payload)) {
-            rdma::WorkCompletion wc;
-            wc.wr_id = qp.receive_queue.front().wr_id;
-            wc.status = rdma::WcStatus::local_length_error;
-            wc.opcode = rdma::WcOpcode::recv;
-            wc.qpn = qp.qpn;
-            qp.receive_queue.pop();
-            qp.recv_cq->push(wc);
-            queue_nak(qp, roce::NakCode::invalid_request, psn);
-            return;
-        }
-        if (last) {
-            if (frame.has(roce::ExtHeader::ieth) &&
-                rdma::driver::device(qp.device->id)
-                        ->registry->invalidate(frame.invalidate_rkey, qp.pd) !=
-                    mem::InvalidateResult::ok) {
-                // A key that is not ours to invalidate (wrong PD, not a fast-register region,
-                // stale): the receive completes in error and the requester gets a NAK, as rxe
-                // does (IBTA: remote invalid request).
-                rdma::WorkCompletion wc;
-                wc.wr_id = qp.receive_queue.front().wr_id;
-                wc.status = rdma::WcStatus::remote_invalid_request_error;
-                wc.opcode = rdma::WcOpcode::recv;
-                wc.byte_len = qp.resp.recv_offset;
-                wc.qpn = qp.qpn;
-                wc.src_qpn = qp.attr.dest_qpn;
-                qp.receive_queue.pop();
-                qp.recv_cq->push(wc);
-                queue_nak(qp, roce::NakCode::invalid_request, psn);
-                qp.resp.nak_sent = true;
-                return;
-            }
-            complete_receive(qp, frame, qp.resp.recv_offset, rdma::WcOpcode::recv);
-            ++qp.resp.msn;
-        }
-    } else if (info.operation == roce::Operation::rdma_write) {
-        if (first) {
-            const mem::KeyEntry* entry = nullptr;
-            const mem::KeyCheck check =
-                registry.check({frame.reth.rkey, qp.pd, qp.qpn, mem::access_remote_write,
-                                frame.reth.va, frame.reth.dma_length},
-                               &entry);
-            if (check != mem::KeyCheck::ok || (qp.attr.access & mem::access_remote_write) == 0) {
-                // The requester fails this WR and flushes the rest; what follows it here is
-                // neither executed nor NAKed again (ePSN stays, nak_sent suppresses NAKs).
-                queue_nak(qp, roce::NakCode::remote_access_error, psn);
-                qp.resp.nak_sent = true;
-                return;
-            }
-            qp.resp.write_entry = entry;
-            qp.resp.write_key = frame.reth.rkey;
-            qp.resp.write_va = frame.reth.va;
-            qp.resp.write_length = frame.reth.dma_length;
-            qp.resp.write_dma_length = frame.reth.dma_length;
-        }
-        if (qp.resp.write_entry == nullptr || frame.payload.size() > qp.resp.write_length) {
-            queue_nak(qp, roce::NakCode::invalid_request, psn);
-            return;
-        }
-        if (PRDMA_UNLIKELY(!still_valid(qp.resp.write_entry, qp.resp.write_key))) {
-            // The region went away (or was invalidated) in the middle of the WRITE.
-            qp.resp.write_entry = nullptr;
-            queue_nak(qp, roce::NakCode::remote_access_error, psn);
-            qp.resp.nak_sent = true;
-            return;
-        }
-        // WRITE_WITH_IMM consumes a receive with its last packet. Without one, NAK before placing
-        // anything: the resent packet must find the WRITE exactly where this one left it.
-        if (last && frame.has(roce::ExtHeader::immdt) && qp.receive_queue.empty()) {
-            queue_ack(qp, psn, roce::rnr_nak_syndrome(qp.attr.min_rnr_timer));
-            ++qp.device->counters_of(qp).naks_sent;
-            ++qp.counters.naks_sent;
-            return;
-        }
-        mem::copy_to_region(*qp.resp.write_entry, qp.resp.write_va, frame.payload.data(),
-                            static_cast<std::uint32_t>(frame.payload.size()));
-        qp.resp.write_va += frame.payload.size();
-        qp.resp.write_length -= static_cast<std::uint32_t>(frame.payload.size());
-        if (last) {
-            if (frame.has(roce::ExtHeader::immdt)) {
-                // byte_len is the whole WRITE's length (IBTA), not this packet's payload.
-                complete_receive(qp, frame, qp.resp.write_dma_length,
-                                 rdma::WcOpcode::recv_rdma_with_imm);
-            }
-            qp.resp.write_entry = nullptr;
-            ++qp.resp.msn;
-        }
-    } else if (is_read_or_atomic_request(info.operation)) {
-        execute_read_atomic(qp, frame); // answered by responses, not by an ACK
-        return;
-    } else {
-        queue_nak(qp, roce::NakCode::invalid_request, psn);
-        return;
-    }
+    // ---- stage 7: acknowledge ----
     qp.resp.nak_sent = false;
-    qp.resp.expected_psn = roce::psn_next(psn);
+    qp.resp.expected_psn = roce::psn_next(r.psn);
     if (frame.bth.ack_req) {
-        queue_ack(qp, psn, roce::ack_syndrome());
+        queue_ack(qp, r.psn, roce::ack_syndrome());
     }
 }
 
@@ -315,55 +440,71 @@ void send_ack(SwroceQp& qp, TxBatch& tx) noexcept {
     }
 }
 
-// Transmits pending READ responses and atomic ACKs, oldest resource first.
-void send_responses(SwroceQp& qp, TxBatch& tx) noexcept {
+namespace {
+
+// Sends the atomic ACK of `res`; false when the batch is full.
+bool send_atomic_response(SwroceQp& qp, TxBatch& tx, ResponderResource& res) noexcept {
+    if (tx.full()) {
+        return false;
+    }
+    roce::FrameHeaders h = headers_for(qp, roce::Opcode::rc_atomic_acknowledge, res.psn);
+    h.aeth = {roce::ack_syndrome(), qp.resp.msn & roce::psn_mask};
+    h.atomic_ack_eth = {res.original};
+    if (!emit(qp, tx, h, Payload{})) {
+        return false;
+    }
+    res.sending = false;
+    return true;
+}
+
+// Sends the READ responses of `res` still to go; false when the batch is full.
+bool send_read_responses(SwroceQp& qp, TxBatch& tx, ResponderResource& res) noexcept {
+    if (res.length > 0 && PRDMA_UNLIKELY(!still_valid(res.entry, res.key))) {
+        // The region went away mid-READ: stop answering; the requester's retries run out.
+        count(qp, ResponderError::region_gone);
+        res.valid = false;
+        res.sending = false;
+        return true;
+    }
     const std::uint32_t mtu = qp.mtu();
+    while (res.next_packet < res.span) {
+        if (tx.full()) {
+            return false;
+        }
+        const std::uint32_t i = res.next_packet;
+        const bool first = i == 0;
+        const bool last = i + 1 == res.span;
+        const roce::Opcode opcode = first && last ? roce::Opcode::rc_rdma_read_response_only
+                                    : first       ? roce::Opcode::rc_rdma_read_response_first
+                                    : last        ? roce::Opcode::rc_rdma_read_response_last
+                                                  : roce::Opcode::rc_rdma_read_response_middle;
+        roce::FrameHeaders h = headers_for(qp, opcode, roce::psn_add(res.psn, i));
+        h.aeth = {roce::ack_syndrome(), qp.resp.msn & roce::psn_mask};
+        const std::uint32_t offset = i * mtu;
+        const std::uint32_t length = std::min(mtu, res.length - std::min(res.length, offset));
+        if (!emit(qp, tx, h, Payload{nullptr, res.entry, res.va, offset, length})) {
+            return false;
+        }
+        ++res.next_packet;
+    }
+    res.sending = false;
+    return true;
+}
+
+} // namespace
+
+void send_responses(SwroceQp& qp, TxBatch& tx) noexcept {
     for (std::uint32_t n = 0; n < max_responder_resources; ++n) {
         ResponderResource& res =
             qp.resp.resources[(qp.resp.next_resource + n) % max_responder_resources];
         if (!res.valid || !res.sending) {
             continue;
         }
-        if (res.atomic) {
-            if (tx.full()) {
-                return;
-            }
-            roce::FrameHeaders h = headers_for(qp, roce::Opcode::rc_atomic_acknowledge, res.psn);
-            h.aeth = {roce::ack_syndrome(), qp.resp.msn & roce::psn_mask};
-            h.atomic_ack_eth = {res.original};
-            if (!emit(qp, tx, h, Payload{})) {
-                return;
-            }
-            res.sending = false;
-            continue;
+        const bool done =
+            res.atomic ? send_atomic_response(qp, tx, res) : send_read_responses(qp, tx, res);
+        if (!done) {
+            return;
         }
-        if (res.length > 0 && PRDMA_UNLIKELY(!still_valid(res.entry, res.key))) {
-            // The region went away mid-READ: stop answering; the requester's retries run out.
-            res.valid = false;
-            res.sending = false;
-            continue;
-        }
-        while (res.next_packet < res.span) {
-            if (tx.full()) {
-                return;
-            }
-            const std::uint32_t i = res.next_packet;
-            const bool first = i == 0;
-            const bool last = i + 1 == res.span;
-            const roce::Opcode opcode = first && last ? roce::Opcode::rc_rdma_read_response_only
-                                        : first       ? roce::Opcode::rc_rdma_read_response_first
-                                        : last        ? roce::Opcode::rc_rdma_read_response_last
-                                                      : roce::Opcode::rc_rdma_read_response_middle;
-            roce::FrameHeaders h = headers_for(qp, opcode, roce::psn_add(res.psn, i));
-            h.aeth = {roce::ack_syndrome(), qp.resp.msn & roce::psn_mask};
-            const std::uint32_t offset = i * mtu;
-            const std::uint32_t length = std::min(mtu, res.length - std::min(res.length, offset));
-            if (!emit(qp, tx, h, Payload{nullptr, res.entry, res.va, offset, length})) {
-                return;
-            }
-            ++res.next_packet;
-        }
-        res.sending = false;
     }
     qp.resp.responses_pending = false; // every resource sent what it had
 }

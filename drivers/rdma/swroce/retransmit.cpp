@@ -1,5 +1,6 @@
-// The requester's timers, from the TSC: the transport timer (IBTA 9.7.6.1.3) and the RNR timer
-// (table 45), and go-back-N restart points.
+// The requester's timers and restarts, from the TSC: the transport timer (IBTA 9.7.6.1.3), the RNR
+// timer (table 45), go-back-N restart points, and the fast restart a sequence-error NAK or a READ
+// response gap causes without waiting for the timer.
 #include <algorithm>
 
 #include <prdma/roce/psn.hpp>
@@ -7,6 +8,18 @@
 #include "engine.hpp"
 
 namespace prdma::swroce {
+
+namespace {
+
+// How long after a restart from PSN p another report of p is the same loss (a NAK sent before
+// the restart reached the responder): two smoothed round trips, and at least 20 us.
+std::uint64_t restart_guard(const SwroceQp& qp) noexcept {
+    const std::uint64_t floor = qp.device->tsc_hz / 50'000;
+    const std::uint64_t rtt = qp.req.srtt != 0 ? 2 * qp.req.srtt : 5 * floor;
+    return std::max(rtt, floor);
+}
+
+} // namespace
 
 // IBTA: transport timer 4.096 us x 2^timeout; 0 means infinite.
 std::uint64_t transport_timeout_cycles(const SwroceQp& qp) noexcept {
@@ -32,20 +45,48 @@ void arm_timer(SwroceQp& qp, std::uint64_t now) noexcept {
     qp.req.retransmit_deadline = timeout == 0 ? 0 : now + timeout;
 }
 
+// Every transmitted WQE from the one holding `from_psn` on is sent again from there: a message
+// from its first unacknowledged packet, a READ for the responses it still lacks (IBTA 9.4.4), an
+// atomic whole. WQEs wholly before `from_psn` stay as they are; FAST_REG and LOCAL_INV ran once
+// and never run again.
 void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept {
+    std::uint32_t first_resend = qp.send_queue.size();
     for (std::uint32_t i = 0; i < qp.send_queue.size(); ++i) {
         SendWqe& wqe = qp.send_queue.at(i);
         if (!wqe.assigned) {
             break;
         }
         const std::int32_t into = roce::psn_diff(from_psn, wqe.first_psn);
-        // A READ keeps the responses it has; it is asked again for the rest.
-        wqe.next_packet =
-            i == 0 && into > 0 && !wqe.is_read_or_atomic() ? static_cast<std::uint32_t>(into) : 0;
+        if (wqe.is_local() || into >= static_cast<std::int32_t>(wqe.psn_span)) {
+            continue;
+        }
+        const bool resume_inside = into > 0 && !wqe.is_read_or_atomic();
+        wqe.next_packet = resume_inside ? static_cast<std::uint32_t>(into) : 0;
+        first_resend = std::min(first_resend, i);
+        // Packets after a partially resent WQE were sent once; they go again in order.
+        for (std::uint32_t j = i + 1; j < qp.send_queue.size() && qp.send_queue.at(j).assigned;
+             ++j) {
+            SendWqe& later = qp.send_queue.at(j);
+            if (!later.is_local()) {
+                later.next_packet = 0;
+            }
+        }
+        break;
     }
-    qp.req.send_offset = 0;
+    qp.req.send_offset = std::min(qp.req.send_offset, first_resend);
+    qp.req.timing = false; // Karn: no round-trip sample across a restart
     ++qp.device->counters_of(qp).retransmissions;
     ++qp.counters.retransmissions;
+}
+
+bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now) noexcept {
+    if (qp.req.restart_psn == from_psn && now - qp.req.restart_tsc < restart_guard(qp)) {
+        return false; // the same loss, reported again before our restart could be seen
+    }
+    rewind(qp, from_psn);
+    qp.req.restart_psn = from_psn;
+    qp.req.restart_tsc = now;
+    return true;
 }
 
 void check_timer(SwroceQp& qp, std::uint64_t now) noexcept {
@@ -56,7 +97,10 @@ void check_timer(SwroceQp& qp, std::uint64_t now) noexcept {
         fail_qp(qp, rdma::WcStatus::retry_exceeded);
         return;
     }
-    rewind(qp, qp.send_queue.empty() ? qp.req.send_psn : qp.send_queue.front().first_psn);
+    ++qp.device->counters_of(qp).timeouts;
+    ++qp.counters.timeouts;
+    rewind(qp, roce::psn_next(qp.req.acked_psn));
+    qp.req.restart_psn = no_psn;
     arm_timer(qp, now);
 }
 

@@ -1,6 +1,8 @@
 // Frames in: classify (ARP, RoCE, anything else), check (parse with ICRC), steer (a frame for
 // another queue group's QP goes to that group's handover ring), and hand each RoCE packet to the
 // responder or the completer of its QP. A malformed frame is dropped and counted by reason.
+#include <algorithm>
+
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
@@ -10,6 +12,22 @@
 #include "engine.hpp"
 
 namespace prdma::swroce {
+
+namespace {
+
+// Whether a frame comes from the QP's connected peer: its source address is the peer's GID (an
+// IPv4 source as the IPv4-mapped GID).
+bool from_peer(const SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
+    const auto& gid = qp.attr.dest_gid.raw;
+    if (frame.ip_version == roce::IpVersion::ipv6) {
+        return std::equal(gid.begin(), gid.end(), frame.ipv6.src.begin());
+    }
+    const std::uint32_t peer = (std::uint32_t{gid[12]} << 24) | (std::uint32_t{gid[13]} << 16) |
+                               (std::uint32_t{gid[14]} << 8) | gid[15];
+    return frame.ipv4.src == peer;
+}
+
+} // namespace
 
 bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64_t now,
                   bool handed_over) noexcept {
@@ -58,37 +76,22 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
         ++counters.rx_unknown_qp;
         return false;
     }
+    if (PRDMA_UNLIKELY(frame.info->transport != roce::Transport::rc)) {
+        ++counters.rx_wrong_transport; // a UD packet for an RC QP: IBTA drops it silently
+        return false;
+    }
+    if (PRDMA_UNLIKELY(!from_peer(*qp, frame))) {
+        ++counters.rx_wrong_source; // only the connected peer may talk to an RC QP
+        return false;
+    }
     ++qp->counters.rx_packets;
     qp->counters.rx_bytes += frame.payload.size();
-    const std::uint64_t naks_before = counters.naks_received;
-    const std::uint64_t duplicates_before = counters.duplicates;
     const roce::Operation op = frame.info->operation;
     if (op == roce::Operation::acknowledge || op == roce::Operation::atomic_acknowledge ||
         op == roce::Operation::rdma_read_response) {
         complete(*qp, frame, now);
     } else if (qp->state() != rdma::QpState::err) {
         respond(*qp, frame);
-    }
-    qp->counters.naks_received += counters.naks_received - naks_before;
-    qp->counters.duplicates += counters.duplicates - duplicates_before;
-    return false;
-}
-
-// The drop= devarg: loses received frames with that probability, from a generator seeded by
-// seed=, so a loss run repeats exactly.
-bool drop_injected(SwroceDevice& dev, SwroceCounters& counters) noexcept {
-    if (PRDMA_LIKELY(dev.args.drop <= 0.0)) {
-        return false;
-    }
-    std::uint64_t x = dev.drop_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    dev.drop_state = x;
-    const double sample = static_cast<double>(x >> 11) * 0x1.0p-53;
-    if (sample < dev.args.drop) {
-        ++counters.rx_dropped_injected;
-        return true;
     }
     return false;
 }

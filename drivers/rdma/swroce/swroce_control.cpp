@@ -12,6 +12,7 @@
 #include <rte_ring.h>
 
 #include <prdma/format.hpp>
+#include <prdma/roce/psn.hpp>
 
 #include "engine.hpp"
 #include "swroce_log.hpp"
@@ -229,7 +230,8 @@ void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) no
         qp.attr.dest_mac = known_mac;
     }
     if ((mask & rdma::qp_attr_sq_psn) != 0) {
-        qp.req.send_psn = attr.sq_psn;
+        qp.req.send_psn = attr.sq_psn & roce::psn_mask;
+        qp.req.acked_psn = roce::psn_sub(qp.req.send_psn, 1); // nothing sent, nothing missing
     }
     if ((mask & rdma::qp_attr_rq_psn) != 0) {
         qp.resp.expected_psn = attr.rq_psn;
@@ -581,56 +583,17 @@ void query_qp(Device&, void* queue, rdma::QpAttr& attr) {
 
 void append_counters(const std::string& prefix, const SwroceCounters& c,
                      std::vector<rdma::Counter>& out) {
-    const std::pair<const char*, std::uint64_t> values[] = {
-        {"rx_packets", c.rx_packets},
-        {"tx_packets", c.tx_packets},
-        {"rx_bad_frame", c.rx_bad_frame},
-        {"rx_bad_icrc", c.rx_bad_icrc},
-        {"rx_unknown_qp", c.rx_unknown_qp},
-        {"rx_not_handled", c.rx_not_handled},
-        {"rx_dropped_injected", c.rx_dropped_injected},
-        {"duplicates", c.duplicates},
-        {"naks_sent", c.naks_sent},
-        {"naks_received", c.naks_received},
-        {"retransmissions", c.retransmissions},
-        {"tx_no_mbuf", c.tx_no_mbuf},
-        {"tx_dropped", c.tx_dropped},
-        {"tx_deferred", c.tx_deferred},
-        {"steering_misses", c.steering_misses},
-        {"handover_dropped", c.handover_dropped},
-        {"events_dropped", c.events_dropped},
-        {"arp_requests_sent", c.arp_requests_sent},
-        {"arp_replies_sent", c.arp_replies_sent},
-        {"arp_resolved", c.arp_resolved},
-        {"arp_failed", c.arp_failed},
-    };
-    for (const auto& [name, value] : values) {
-        out.push_back({prefix + name, value});
-    }
+    for_each_counter(
+        [&](std::string_view name, std::uint64_t value) {
+            out.push_back({prefix + std::string(name), value});
+        },
+        c);
 }
 
 SwroceCounters& operator+=(SwroceCounters& sum, const SwroceCounters& g) {
-    sum.rx_packets += g.rx_packets;
-    sum.tx_packets += g.tx_packets;
-    sum.rx_bad_frame += g.rx_bad_frame;
-    sum.rx_bad_icrc += g.rx_bad_icrc;
-    sum.rx_unknown_qp += g.rx_unknown_qp;
-    sum.rx_not_handled += g.rx_not_handled;
-    sum.rx_dropped_injected += g.rx_dropped_injected;
-    sum.duplicates += g.duplicates;
-    sum.naks_sent += g.naks_sent;
-    sum.naks_received += g.naks_received;
-    sum.retransmissions += g.retransmissions;
-    sum.tx_no_mbuf += g.tx_no_mbuf;
-    sum.tx_dropped += g.tx_dropped;
-    sum.tx_deferred += g.tx_deferred;
-    sum.steering_misses += g.steering_misses;
-    sum.handover_dropped += g.handover_dropped;
-    sum.events_dropped += g.events_dropped;
-    sum.arp_requests_sent += g.arp_requests_sent;
-    sum.arp_replies_sent += g.arp_replies_sent;
-    sum.arp_resolved += g.arp_resolved;
-    sum.arp_failed += g.arp_failed;
+    for_each_counter(
+        [](std::string_view, std::uint64_t& total, std::uint64_t value) { total += value; }, sum,
+        g);
     return sum;
 }
 
@@ -659,6 +622,7 @@ void stats(Device& device, std::vector<rdma::Counter>& out) {
             {"tx_bytes", c.tx_bytes},
             {"rx_bytes", c.rx_bytes},
             {"retransmissions", c.retransmissions},
+            {"timeouts", c.timeouts},
             {"naks_sent", c.naks_sent},
             {"naks_received", c.naks_received},
             {"duplicates", c.duplicates},

@@ -18,7 +18,9 @@ struct rte_pcapng;
 #include <prdma/rdmadev/driver.hpp>
 
 #include "arp.hpp"
+#include "counters.hpp"
 #include "devargs.hpp"
+#include "fault_injection.hpp"
 #include "port.hpp"
 #include "qp.hpp"
 
@@ -76,35 +78,13 @@ struct QuiesceWait {
 inline constexpr unsigned control_ring_size = 256; // per group
 inline constexpr unsigned event_ring_size = 512;   // per group
 
-struct SwroceCounters {
-    std::uint64_t rx_packets = 0;
-    std::uint64_t tx_packets = 0;
-    std::uint64_t rx_bad_frame = 0; // failed lib/roce parsing (bad ICRC included)
-    std::uint64_t rx_bad_icrc = 0;
-    std::uint64_t rx_unknown_qp = 0;
-    std::uint64_t duplicates = 0;
-    std::uint64_t naks_sent = 0;
-    std::uint64_t naks_received = 0;
-    std::uint64_t retransmissions = 0;
-    std::uint64_t tx_no_mbuf = 0;
-    std::uint64_t rx_dropped_injected = 0; // by the drop= devarg
-    std::uint64_t arp_requests_sent = 0;
-    std::uint64_t arp_replies_sent = 0;
-    std::uint64_t arp_resolved = 0;
-    std::uint64_t arp_failed = 0;
-    std::array<std::uint64_t, 8> arp_errors{}; // by ArpError
-    std::uint64_t rx_not_handled = 0;          // frames neither ARP nor RoCE
-    std::uint64_t tx_dropped = 0;              // frames the port did not take, lost
-    std::uint64_t tx_deferred = 0;             // ... kept in the backlog for the next progress
-    std::uint64_t steering_misses = 0;         // frames for another group's QP, handed over
-    std::uint64_t handover_dropped = 0;        // ... when that group's handover ring was full
-    std::uint64_t events_dropped = 0;          // QP events lost to a full event ring
-};
-
 // One queue group: one rx/tx queue pair of the port, polled by one thread (DESIGN "Fast path
 // rules"). Everything here is written by that thread only, except `owner`, claimed once.
 struct QueueGroupState {
     SwroceCounters counters;
+    // The fault devargs (rx_*, tx_*): one injector per direction, each with its own seed.
+    FaultInjector rx_faults;
+    FaultInjector tx_faults;
     ::rte_ring* handover = nullptr; // frames that arrived elsewhere for this group's QPs
     // Frames the port's queue refused (full ring): sent first at the next progress, and until
     // they are out no new frame is made, so a slow peer slows us down instead of costing
@@ -157,8 +137,7 @@ struct SwroceDevice {
     ::rte_ring* control_done = nullptr;
     unsigned control_in_flight = 0;
     std::vector<std::unique_ptr<QuiesceWait>> quiesces;
-    bool link_was_up = false;     // last link state reported, for port_active / port_error events
-    std::uint64_t drop_state = 0; // xorshift64 state of the drop= devarg, seeded by seed=
+    bool link_was_up = false; // last link state reported, for port_active / port_error events
     // pcap=: every RoCE frame received and transmitted, in pcapng (a debugging aid: the copy and
     // the file write cost time on the data path).
     ::rte_pcapng* capture = nullptr;

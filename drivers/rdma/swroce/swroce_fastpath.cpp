@@ -59,6 +59,8 @@ StatusCode admit(const SwroceQp& qp, const rdma::SendWr& wr) noexcept {
     case rdma::WrOpcode::fast_reg:
     case rdma::WrOpcode::local_inv:
         return StatusCode::ok; // no SGEs; checked when executed, in send-queue order
+    default:
+        return StatusCode::invalid_parameter; // not an opcode: refused, nothing queued
     }
     if (PRDMA_UNLIKELY(wr.num_sge > qp.caps.max_send_sge || wr.num_sge > max_send_sge)) {
         return StatusCode::invalid_parameter;
@@ -75,6 +77,7 @@ bool fill_wqe(const SwroceQp& qp, const rdma::SendWr& wr, SendWqe& wqe) noexcept
     wqe.next_packet = 0;
     wqe.responses = 0;
     wqe.local_status = rdma::WcStatus::success;
+    wqe.local_vendor_error = 0;
     const rdma::Sge* sges = wr.sges();
     std::uint64_t length = 0;
     for (std::uint32_t i = 0; i < wr.num_sge; ++i) {
@@ -92,7 +95,7 @@ bool fill_wqe(const SwroceQp& qp, const rdma::SendWr& wr, SendWqe& wqe) noexcept
             at += sges[i].length;
         }
     }
-    if (length > (1ULL << 31)) {
+    if (length > max_message_length) {
         return false;
     }
     wqe.length = static_cast<std::uint32_t>(length);
@@ -131,19 +134,10 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
         SendWqe& wqe = qp.send_queue.push_slot();
         qp.req.reads_posted |= wqe_is_read_or_atomic(wr.opcode);
         if (PRDMA_UNLIKELY(!fill_wqe(qp, wr, wqe))) {
-            // Taken, then failed: an error completion and the QP to ERR, as a NIC would.
-            wqe.wr.opcode = wr.opcode;
-            rdma::WorkCompletion wc;
-            wc.wr_id = wr.wr_id;
-            wc.status = rdma::WcStatus::local_length_error;
-            wc.opcode = wc_opcode_of(wr.opcode);
-            wc.qpn = qp.qpn;
-            qp.send_queue.pop_back();
-            qp.send_cq->push(wc);
-            qp.set_state(rdma::QpState::err);
-            flush_queues(qp);
-            report_error_state(qp, true);
-            return static_cast<std::uint16_t>(taken + 1);
+            // Taken, but it cannot be sent (longer than 2^31 bytes, inline data beyond the
+            // limit): it completes with a local length error in send-queue order, after the WRs
+            // before it, and the QP goes to error then, as a NIC would.
+            wqe.local_status = rdma::WcStatus::local_length_error;
         }
         // NDK DEFER: queue now, transmit with the next post that rings.
         ring = (wr.flags & rdma::send_defer) == 0;

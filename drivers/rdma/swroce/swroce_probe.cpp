@@ -106,6 +106,11 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
     };
     for (unsigned group = 0; group < dev->port.queue_groups(); ++group) {
         auto state = std::make_unique<QueueGroupState>();
+        const std::uint64_t delay_cycles = dev->args.delay_us * rte_get_tsc_hz() / 1'000'000;
+        state->rx_faults.configure(dev->args.rx_faults, dev->args.reorder_depth, delay_cycles,
+                                   injector_seed(dev->args.seed, group, FaultDirection::rx));
+        state->tx_faults.configure(dev->args.tx_faults, dev->args.reorder_depth, delay_cycles,
+                                   injector_seed(dev->args.seed, group, FaultDirection::tx));
         // Any group may hand a frame to this one (multi-producer); only its owner takes (single).
         state->handover = make_ring("hov", group, 1024, RING_F_SC_DEQ);
         // Control requests: any control thread enqueues, the owner dequeues.
@@ -124,8 +129,6 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
     if (dev->control_done == nullptr) {
         return -ENOMEM;
     }
-    // xorshift64 must not start at zero.
-    dev->drop_state = dev->args.seed != 0 ? dev->args.seed : 0x9e3779b97f4a7c15ULL;
     // Events report changes from here on: a context opened later sees the state in query_port.
     dev->link_was_up = dev->port.link_up();
     // IPv4 peers are resolved with ARP; an IPv6 device has no resolver (no neighbour discovery

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include <rte_cycles.h>
 #include <rte_mbuf.h>
 
 #include <prdma/mem/sge_cursor.hpp>
@@ -110,6 +111,12 @@ bool flush_backlog(SwroceDevice& dev, unsigned group) noexcept {
 // Only frames beyond the backlog's room are lost, counted, and left to the retransmission timer.
 bool transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept {
     QueueGroupState& state = *dev.groups[group];
+    if (PRDMA_UNLIKELY(state.tx_faults.active())) {
+        // Called with an empty batch too: frames the injector held back come out when due.
+        tx.count =
+            state.tx_faults.apply(tx.mbufs.data(), tx.count, tx.mbufs.size(), rte_get_tsc_cycles(),
+                                  dev.port.mempool(group), state.counters.tx_faults);
+    }
     if (tx.count == 0) {
         return state.tx_backlog_count == 0; // an empty burst still costs a PMD call
     }

@@ -4,7 +4,11 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+
+#include <prdma/build_config.hpp>
+#include <prdma/compiler.hpp>
 
 namespace prdma::swroce {
 
@@ -21,16 +25,34 @@ public:
     [[nodiscard]] bool empty() const noexcept { return head_ == tail_; }
     [[nodiscard]] bool full() const noexcept { return size() == capacity(); }
 
-    // Caller checked !full().
-    T& push_slot() noexcept { return slots_[tail_++ & mask_]; }
-    [[nodiscard]] T& front() noexcept { return slots_[head_ & mask_]; }
-    [[nodiscard]] T& at(std::uint32_t offset) noexcept { return slots_[(head_ + offset) & mask_]; }
-    void pop() noexcept { ++head_; }
-    // Takes back the last push_slot() (a WR that failed while being queued).
-    void pop_back() noexcept { --tail_; }
+    // The caller checked !full() (push) or !empty() (front, pop) or the offset (at): a caller
+    // that relies on luck instead is caught by the debug_fastpath build, which stops the process
+    // rather than let an empty ring be popped into garbage.
+    T& push_slot() noexcept {
+        check(!full());
+        return slots_[tail_++ & mask_];
+    }
+    [[nodiscard]] T& front() noexcept {
+        check(!empty());
+        return slots_[head_ & mask_];
+    }
+    [[nodiscard]] T& at(std::uint32_t offset) noexcept {
+        check(offset < size());
+        return slots_[(head_ + offset) & mask_];
+    }
+    void pop() noexcept {
+        check(!empty());
+        ++head_;
+    }
     void clear() noexcept { head_ = tail_; }
 
 private:
+    static void check([[maybe_unused]] bool holds) noexcept {
+        if (PRDMA_FASTPATH_CHECK(holds)) {
+            std::abort();
+        }
+    }
+
     std::unique_ptr<T[]> slots_;
     std::uint32_t mask_ = 0;
     std::uint32_t head_ = 0; // free-running; the difference is the size

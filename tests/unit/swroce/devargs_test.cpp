@@ -29,7 +29,11 @@ TEST(Devargs, MinimalTakesDefaults) {
     EXPECT_FALSE(args->mtu.has_value());
     EXPECT_EQ(args->queues, 1U);
     EXPECT_TRUE(args->pcap.empty());
-    EXPECT_EQ(args->drop, 0.0);
+    EXPECT_EQ(args->rx_faults.drop, 0.0);
+    EXPECT_FALSE(args->rx_faults.any());
+    EXPECT_FALSE(args->tx_faults.any());
+    EXPECT_EQ(args->reorder_depth, 3U);
+    EXPECT_EQ(args->delay_us, 100U);
     EXPECT_EQ(args->seed, 1U);
 }
 
@@ -43,8 +47,90 @@ TEST(Devargs, EveryKey) {
     EXPECT_EQ(*args->mtu, 1024U);
     EXPECT_EQ(args->queues, 2U);
     EXPECT_EQ(args->pcap, "/tmp/x.pcapng");
-    EXPECT_DOUBLE_EQ(args->drop, 0.01);
+    EXPECT_DOUBLE_EQ(args->rx_faults.drop, 0.01);
     EXPECT_EQ(args->seed, 7U);
+}
+
+TEST(Devargs, EveryFaultKey) {
+    auto args = parse_devargs("port=p,ip=10.0.0.1,rx_drop=0.01,rx_reorder=0.02,rx_duplicate=0.03,"
+                              "rx_corrupt=0.04,rx_delay=0.05,tx_drop=0.06,tx_reorder=0.07,"
+                              "tx_duplicate=0.08,tx_corrupt=0.09,tx_delay=0.1,reorder_depth=5,"
+                              "delay_us=250,seed=9");
+    ASSERT_TRUE(args.ok()) << args.error().to_string();
+    EXPECT_DOUBLE_EQ(args->rx_faults.drop, 0.01);
+    EXPECT_DOUBLE_EQ(args->rx_faults.reorder, 0.02);
+    EXPECT_DOUBLE_EQ(args->rx_faults.duplicate, 0.03);
+    EXPECT_DOUBLE_EQ(args->rx_faults.corrupt, 0.04);
+    EXPECT_DOUBLE_EQ(args->rx_faults.delay, 0.05);
+    EXPECT_DOUBLE_EQ(args->tx_faults.drop, 0.06);
+    EXPECT_DOUBLE_EQ(args->tx_faults.reorder, 0.07);
+    EXPECT_DOUBLE_EQ(args->tx_faults.duplicate, 0.08);
+    EXPECT_DOUBLE_EQ(args->tx_faults.corrupt, 0.09);
+    EXPECT_DOUBLE_EQ(args->tx_faults.delay, 0.1);
+    EXPECT_EQ(args->reorder_depth, 5U);
+    EXPECT_EQ(args->delay_us, 250U);
+    EXPECT_EQ(args->seed, 9U);
+}
+
+// Each key sets its own field and nothing else.
+TEST(Devargs, EachRateKeySetsOnlyItsField) {
+    struct Case {
+        const char* key;
+        bool tx;
+        double FaultRates::*rate;
+    };
+    const Case cases[] = {
+        {"rx_drop", false, &FaultRates::drop},
+        {"rx_reorder", false, &FaultRates::reorder},
+        {"rx_duplicate", false, &FaultRates::duplicate},
+        {"rx_corrupt", false, &FaultRates::corrupt},
+        {"rx_delay", false, &FaultRates::delay},
+        {"tx_drop", true, &FaultRates::drop},
+        {"tx_reorder", true, &FaultRates::reorder},
+        {"tx_duplicate", true, &FaultRates::duplicate},
+        {"tx_corrupt", true, &FaultRates::corrupt},
+        {"tx_delay", true, &FaultRates::delay},
+        {"drop", false, &FaultRates::drop},
+    };
+    for (const Case& c : cases) {
+        auto args = parse_devargs(std::string("port=p,ip=10.0.0.1,") + c.key + "=0.25");
+        ASSERT_TRUE(args.ok()) << c.key << ": " << args.error().to_string();
+        FaultRates expected;
+        expected.*c.rate = 0.25;
+        const FaultRates& set = c.tx ? args->tx_faults : args->rx_faults;
+        const FaultRates& other = c.tx ? args->rx_faults : args->tx_faults;
+        EXPECT_TRUE(set.any()) << c.key;
+        EXPECT_FALSE(other.any()) << c.key;
+        for (double FaultRates::*rate :
+             {&FaultRates::drop, &FaultRates::reorder, &FaultRates::duplicate, &FaultRates::corrupt,
+              &FaultRates::delay}) {
+            EXPECT_EQ(set.*rate, expected.*rate) << c.key;
+        }
+    }
+}
+
+TEST(Devargs, DropIsRxDropsOlderName) {
+    auto old_name = parse_devargs("port=p,ip=10.0.0.1,drop=0.2");
+    ASSERT_TRUE(old_name.ok()) << old_name.error().to_string();
+    EXPECT_DOUBLE_EQ(old_name->rx_faults.drop, 0.2);
+
+    EXPECT_FALSE(old_name->tx_faults.any());
+    auto new_name = parse_devargs("port=p,ip=10.0.0.1,rx_drop=0.3");
+    ASSERT_TRUE(new_name.ok()) << new_name.error().to_string();
+    EXPECT_DOUBLE_EQ(new_name->rx_faults.drop, 0.3);
+}
+
+TEST(Devargs, ReorderDepthAndDelayBounds) {
+    for (const unsigned depth : {1U, 2U, 64U}) {
+        auto args = parse_devargs("port=p,ip=10.0.0.1,reorder_depth=" + std::to_string(depth));
+        ASSERT_TRUE(args.ok()) << depth << ": " << args.error().to_string();
+        EXPECT_EQ(args->reorder_depth, depth);
+    }
+    for (const std::uint32_t delay : {1U, 100U, 1000000U}) {
+        auto args = parse_devargs("port=p,ip=10.0.0.1,delay_us=" + std::to_string(delay));
+        ASSERT_TRUE(args.ok()) << delay << ": " << args.error().to_string();
+        EXPECT_EQ(args->delay_us, delay);
+    }
 }
 
 TEST(Devargs, KeysInAnyOrder) {
@@ -81,7 +167,7 @@ TEST(Devargs, DropForms) {
     for (const auto& [text, value] : cases) {
         auto args = parse_devargs("port=p,ip=10.0.0.1,drop=" + text);
         ASSERT_TRUE(args.ok()) << text << ": " << args.error().to_string();
-        EXPECT_DOUBLE_EQ(args->drop, value) << text;
+        EXPECT_DOUBLE_EQ(args->rx_faults.drop, value) << text;
     }
 }
 
@@ -228,6 +314,37 @@ const Rejection rejections[] = {
     {"port=p,ip=10.0.0.1,drop=0.5x", "drop='0.5x'", "[0, 1)"},
     {"port=p,ip=10.0.0.1,drop=", "drop=''", "[0, 1)"},
     {"port=p,ip=10.0.0.1,drop=1%", "drop='1%'", "[0, 1)"},
+    // Fault probabilities: every key has the same rule as drop.
+    {"port=p,ip=10.0.0.1,rx_drop=1", "rx_drop='1'", "[0, 1), e.g. rx_drop=0.01"},
+    {"port=p,ip=10.0.0.1,rx_reorder=1.5", "rx_reorder='1.5'", "[0, 1)"},
+    {"port=p,ip=10.0.0.1,rx_duplicate=-0.5", "rx_duplicate='-0.5'", "[0, 1)"},
+    {"port=p,ip=10.0.0.1,rx_corrupt=nan", "rx_corrupt='nan'", "[0, 1)"},
+    {"port=p,ip=10.0.0.1,rx_delay=", "rx_delay=''", "[0, 1)"},
+    {"port=p,ip=10.0.0.1,tx_drop=inf", "tx_drop='inf'", "[0, 1), e.g. tx_drop=0.01"},
+    {"port=p,ip=10.0.0.1,tx_reorder=0.1x", "tx_reorder='0.1x'", "[0, 1)"},
+    {"port=p,ip=10.0.0.1,tx_duplicate=10%", "tx_duplicate='10%'", "[0, 1)"},
+    {"port=p,ip=10.0.0.1,tx_corrupt=1.0", "tx_corrupt='1.0'", "[0, 1)"},
+    {"port=p,ip=10.0.0.1,tx_delay=often", "tx_delay='often'", "[0, 1)"},
+    {"port=p,ip=10.0.0.1,tx_delay=0.1,tx_delay=0.2", "'tx_delay' is given twice",
+     "'0.1' and '0.2'"},
+    {"port=p,ip=10.0.0.1,rx_drop=0.1,drop=0.2", "drop='0.2' and rx_drop='0.1'",
+     "give only rx_drop"},
+    {"port=p,ip=10.0.0.1,drop=0,rx_drop=0", "drop='0' and rx_drop='0'", "older name of rx_drop"},
+    {"port=p,ip=10.0.0.1,tx_jitter=0.1", "unknown key 'tx_jitter'", "tx_delay, reorder_depth"},
+    // reorder_depth.
+    {"port=p,ip=10.0.0.1,reorder_depth=0", "reorder_depth='0'", "1..64"},
+    {"port=p,ip=10.0.0.1,reorder_depth=65", "reorder_depth='65'", "1..64"},
+    {"port=p,ip=10.0.0.1,reorder_depth=-1", "reorder_depth='-1'", "1..64"},
+    {"port=p,ip=10.0.0.1,reorder_depth=2.5", "reorder_depth='2.5'", "1..64"},
+    {"port=p,ip=10.0.0.1,reorder_depth=", "reorder_depth=''", "later frames"},
+    {"port=p,ip=10.0.0.1,reorder_depth=4294967299", "reorder_depth='4294967299'", "1..64"},
+    // delay_us.
+    {"port=p,ip=10.0.0.1,delay_us=0", "delay_us='0'", "1..1000000"},
+    {"port=p,ip=10.0.0.1,delay_us=1000001", "delay_us='1000001'", "1..1000000"},
+    {"port=p,ip=10.0.0.1,delay_us=1e3", "delay_us='1e3'", "microseconds"},
+    {"port=p,ip=10.0.0.1,delay_us=100us", "delay_us='100us'", "microseconds"},
+    {"port=p,ip=10.0.0.1,delay_us=", "delay_us=''", "1..1000000"},
+    {"port=p,ip=10.0.0.1,delay_us=-5", "delay_us='-5'", "1..1000000"},
     // seed.
     {"port=p,ip=10.0.0.1,seed=", "seed=''", "decimal integer"},
     {"port=p,ip=10.0.0.1,seed=abc", "seed='abc'", "decimal integer"},

@@ -1,0 +1,125 @@
+// What a queue group counted (written by its polling thread only) and why frames or requests
+// were refused. One table names every counter, so the stats query, the sum over groups and
+// telemetry cannot drift apart.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "fault_injection.hpp"
+
+namespace prdma::swroce {
+
+// Why the responder refused a request: each reason is counted, and each answers with the IBTA NAK
+// named beside it (or none, for a gap already NAKed).
+enum class ResponderError : std::uint8_t {
+    psn_sequence,       // a PSN past the expected one: sequence-error NAK
+    receiver_not_ready, // SEND / WRITE_WITH_IMM with no receive posted: RNR NAK
+    op_sequence,        // MIDDLE/LAST without FIRST, FIRST inside a message, class mismatch
+    length,             // FIRST/MIDDLE not one MTU, LAST/ONLY beyond it or not ending the RETH
+    opcode,             // an opcode an RC responder does not take
+    misaligned_atomic,  // atomics are 8-byte aligned
+    remote_access,      // rkey, PD, access, bounds or connection refused (remote-access NAK)
+    qp_access,          // the QP does not grant the remote access asked for
+    receive_too_short,  // the SEND is longer than the posted receive (local length error)
+    invalidate,         // SEND_WITH_INV of a key that is not ours to invalidate
+    region_gone,        // the region of a WRITE/READ in progress was deregistered or invalidated
+    count_,
+};
+inline constexpr std::size_t responder_error_count =
+    static_cast<std::size_t>(ResponderError::count_);
+
+struct SwroceCounters {
+    std::uint64_t rx_packets = 0;
+    std::uint64_t tx_packets = 0;
+    std::uint64_t rx_bad_frame = 0; // failed lib/roce parsing (bad ICRC included)
+    std::uint64_t rx_bad_icrc = 0;
+    std::uint64_t rx_unknown_qp = 0;
+    std::uint64_t rx_wrong_transport = 0; // UD opcodes to an RC QP
+    std::uint64_t rx_wrong_source = 0;    // not from the QP's connected peer
+    std::uint64_t rx_bad_ack = 0;         // an ACK/response for a PSN never sent
+    std::uint64_t duplicates = 0;
+    std::uint64_t naks_sent = 0;
+    std::uint64_t naks_received = 0;
+    std::uint64_t retransmissions = 0; // go-back-N restarts, whatever the cause
+    std::uint64_t timeouts = 0;        // of them, transport timer expiries
+    std::uint64_t read_restarts = 0;   // of them, READs asked again from a response gap
+    std::uint64_t tx_no_mbuf = 0;
+    FaultCounters rx_faults; // what the fault devargs did to received frames
+    FaultCounters tx_faults; // ... and to transmitted ones
+    std::uint64_t arp_requests_sent = 0;
+    std::uint64_t arp_replies_sent = 0;
+    std::uint64_t arp_resolved = 0;
+    std::uint64_t arp_failed = 0;
+    std::array<std::uint64_t, 8> arp_errors{}; // by ArpError
+    std::uint64_t rx_not_handled = 0;          // frames neither ARP nor RoCE
+    std::uint64_t tx_dropped = 0;              // frames the port did not take, lost
+    std::uint64_t tx_deferred = 0;             // ... kept in the backlog for the next progress
+    std::uint64_t steering_misses = 0;         // frames for another group's QP, handed over
+    std::uint64_t handover_dropped = 0;        // ... when that group's handover ring was full
+    std::uint64_t events_dropped = 0;          // QP events lost to a full event ring
+    std::array<std::uint64_t, responder_error_count> responder_errors{};
+
+    [[nodiscard]] std::uint64_t& responder(ResponderError reason) noexcept {
+        return responder_errors[static_cast<std::size_t>(reason)];
+    }
+};
+
+// Calls `visit(name, c.member...)` for every counter, the same member of each of `c...` side by
+// side (one set to list, two to add up), in the order the stats query lists them.
+template <typename Visit, typename... Counters>
+void for_each_counter(Visit&& visit, Counters&... c) {
+    visit("rx_packets", c.rx_packets...);
+    visit("tx_packets", c.tx_packets...);
+    visit("rx_bad_frame", c.rx_bad_frame...);
+    visit("rx_bad_icrc", c.rx_bad_icrc...);
+    visit("rx_unknown_qp", c.rx_unknown_qp...);
+    visit("rx_wrong_transport", c.rx_wrong_transport...);
+    visit("rx_wrong_source", c.rx_wrong_source...);
+    visit("rx_bad_ack", c.rx_bad_ack...);
+    visit("rx_not_handled", c.rx_not_handled...);
+    visit("rx_dropped_injected", c.rx_faults.dropped...);
+    visit("rx_reordered_injected", c.rx_faults.reordered...);
+    visit("rx_duplicated_injected", c.rx_faults.duplicated...);
+    visit("rx_corrupted_injected", c.rx_faults.corrupted...);
+    visit("rx_delayed_injected", c.rx_faults.delayed...);
+    visit("tx_dropped_injected", c.tx_faults.dropped...);
+    visit("tx_reordered_injected", c.tx_faults.reordered...);
+    visit("tx_duplicated_injected", c.tx_faults.duplicated...);
+    visit("tx_corrupted_injected", c.tx_faults.corrupted...);
+    visit("tx_delayed_injected", c.tx_faults.delayed...);
+    visit("duplicates", c.duplicates...);
+    visit("naks_sent", c.naks_sent...);
+    visit("naks_received", c.naks_received...);
+    visit("retransmissions", c.retransmissions...);
+    visit("timeouts", c.timeouts...);
+    visit("read_restarts", c.read_restarts...);
+    visit("tx_no_mbuf", c.tx_no_mbuf...);
+    visit("tx_dropped", c.tx_dropped...);
+    visit("tx_deferred", c.tx_deferred...);
+    visit("steering_misses", c.steering_misses...);
+    visit("handover_dropped", c.handover_dropped...);
+    visit("events_dropped", c.events_dropped...);
+    visit("arp_requests_sent", c.arp_requests_sent...);
+    visit("arp_replies_sent", c.arp_replies_sent...);
+    visit("arp_resolved", c.arp_resolved...);
+    visit("arp_failed", c.arp_failed...);
+    static constexpr std::array<std::string_view, responder_error_count> reasons = {
+        "resp_psn_sequence",
+        "resp_receiver_not_ready",
+        "resp_op_sequence",
+        "resp_length",
+        "resp_opcode",
+        "resp_misaligned_atomic",
+        "resp_remote_access",
+        "resp_qp_access",
+        "resp_receive_too_short",
+        "resp_invalidate",
+        "resp_region_gone"};
+    for (std::size_t i = 0; i < responder_error_count; ++i) {
+        visit(reasons[i], c.responder_errors[i]...);
+    }
+}
+
+} // namespace prdma::swroce
