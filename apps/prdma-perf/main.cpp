@@ -28,6 +28,8 @@
 #include "perftest_wire.hpp"
 #include "report.hpp"
 #include "test_runners.hpp"
+#include "verifier.hpp"
+#include "verify_steps.hpp"
 
 namespace {
 
@@ -78,9 +80,11 @@ Status xchg_bw_reports(OobChannel& oob, const BwReport& mine, BwReport& theirs) 
     return {};
 }
 
+// Result rows, and under --verify what was checked for each (the JSON row carries it, the text
+// table gets a line under the row).
 class Printer {
 public:
-    explicit Printer(const PerfOptions& o) : options_(o) {}
+    Printer(const PerfOptions& o, Verifier* verifier) : options_(o), verifier_(verifier) {}
     void text(const std::string& s) const {
         if (!options_.json) {
             std::fputs(s.c_str(), stdout);
@@ -88,20 +92,34 @@ public:
         }
     }
     void latency(const LatencyReport& r) const {
-        std::fputs(options_.json ? json_latency(options_.test, r).c_str()
+        const auto verified = summary();
+        std::fputs(options_.json ? json_latency(options_.test, r, verified).c_str()
                                  : latency_row(r, options_.duration_seconds != 0).c_str(),
                    stdout);
-        std::fflush(stdout);
+        verify_line_for(verified);
     }
     void bandwidth(const BandwidthReport& r) const {
-        std::fputs(options_.json ? json_bandwidth(options_.test, r, options_.report_gbits).c_str()
-                                 : bandwidth_row(r, options_.report_gbits).c_str(),
+        const auto verified = summary();
+        std::fputs(options_.json
+                       ? json_bandwidth(options_.test, r, options_.report_gbits, verified).c_str()
+                       : bandwidth_row(r, options_.report_gbits).c_str(),
                    stdout);
-        std::fflush(stdout);
+        verify_line_for(verified);
     }
 
 private:
+    [[nodiscard]] std::optional<VerifySummary> summary() const {
+        return verifier_ != nullptr ? std::optional(verifier_->take_summary()) : std::nullopt;
+    }
+    void verify_line_for(const std::optional<VerifySummary>& verified) const {
+        if (verified && !options_.json) {
+            std::fputs(verify_line(*verified).c_str(), stdout);
+        }
+        std::fflush(stdout);
+    }
+
     const PerfOptions& options_;
+    Verifier* verifier_;
 };
 
 std::uint32_t cache_line_size() {
@@ -127,7 +145,21 @@ void print_counters(const PerfSession& session) {
     }
 }
 
-Status run_test(const PerfOptions& o, PerfSession& session);
+Status run_test(const PerfOptions& o, PerfSession& session, Verifier* verifier);
+
+// write_bw --verify, passive side: the end check expects the run its own options describe; the
+// client's report says what it ran.
+Status check_same_run(const PerfOptions& o, const BwReport& theirs) {
+    const std::uint64_t iterations = o.iterations * o.qps;
+    if (theirs.size == o.sizes.back() && theirs.iterations == iterations) {
+        return {};
+    }
+    return Error(StatusCode::invalid_parameter,
+                 "--verify: the client ran " + std::to_string(theirs.iterations) + " WRITEs of " +
+                     std::to_string(theirs.size) + " bytes last, this side expected " +
+                     std::to_string(iterations) + " of " + std::to_string(o.sizes.back()) +
+                     "; give both sides the same -n, sizes and -q");
+}
 
 // One run, from the device to the last line. Returns what main returns.
 Status run(const PerfOptions& o) {
@@ -136,7 +168,15 @@ Status run(const PerfOptions& o) {
         return opened.error();
     }
     PerfSession& session = opened.value();
-    Status status = run_test(o, session);
+    std::optional<Verifier> verifier;
+    if (o.verify) {
+        verifier.emplace(o.test, o.verify_corrupt_at);
+    }
+    Status status = run_test(o, session, verifier ? &*verifier : nullptr);
+    if (status.ok() && verifier && verifier->failed()) {
+        // Found during the run, reported once both sides finished it.
+        status = Error(StatusCode::internal, "--verify: " + verifier->failure());
+    }
     if (o.stats) {
         print_counters(session);
     }
@@ -149,11 +189,11 @@ Status run(const PerfOptions& o) {
     return status;
 }
 
-Status run_test(const PerfOptions& o, PerfSession& session) {
+Status run_test(const PerfOptions& o, PerfSession& session, Verifier* verifier) {
     const bool client = o.server.has_value();
     const Verb verb = o.test.verb;
     const bool latency = o.test.kind == Kind::latency;
-    const Printer print(o);
+    const Printer print(o, verifier);
 
     if (!client) {
         print.text("\n************************************\n* Waiting for client to connect... "
@@ -284,6 +324,10 @@ Status run_test(const PerfOptions& o, PerfSession& session) {
         }
         print.text(address_lines(false, x.theirs[i], verb));
     }
+    const WalkParams walk{cycle_buffer, cache_line};
+    if (verifier != nullptr) {
+        prepare_verification(*verifier, session, o, x.mine, x.theirs, walk);
+    }
     if (!one_after_connect) { // the additional hand shake after RTR
         if (Status st = hand_shake(x, 0); !st.ok()) {
             return st;
@@ -304,26 +348,31 @@ Status run_test(const PerfOptions& o, PerfSession& session) {
             if (Status st = close_connection(x); !st.ok()) {
                 return st;
             }
+            if (verifier != nullptr) {
+                print.text(verify_line(verifier->take_summary()));
+            }
             print.text(result_line());
             return oob.finish();
         }
-        for (const std::uint64_t size : o.sizes) {
+        for (unsigned index = 0; index < o.sizes.size(); ++index) {
+            const std::uint64_t size = o.sizes[index];
+            const VerifyRun verify{verifier, index};
             LatencySamples samples;
             Status st;
             if (verb == Verb::write) {
-                st = run_write_latency(session, o, size, x.theirs[0], !client, samples);
+                st = run_write_latency(session, o, size, x.theirs[0], !client, samples, verify);
             } else if (verb == Verb::send) {
                 const auto receives = static_cast<std::uint32_t>(o.rx_depth);
-                if (st = post_receives(session, size, receives); st.ok()) {
+                if (st = post_receives(session, o, size, receives, verify); st.ok()) {
                     st = hand_shake(x, 0); // the peer's receives are posted too
                 }
                 if (st.ok()) {
-                    st = run_send_latency(session, o, size, !client, samples);
+                    st = run_send_latency(session, o, size, !client, samples, verify);
                 }
             } else if (verb == Verb::read) {
-                st = run_read_latency(session, o, size, x.theirs[0], samples);
+                st = run_read_latency(session, o, size, x.theirs[0], samples, verify);
             } else {
-                st = run_atomic_latency(session, o, x.theirs[0], samples);
+                st = run_atomic_latency(session, o, x.theirs[0], samples, verify);
             }
             if (!st.ok()) {
                 return st;
@@ -391,18 +440,20 @@ Status run_test(const PerfOptions& o, PerfSession& session) {
         return samples;
     };
     if (verb == Verb::send) {
-        for (const std::uint64_t size : o.sizes) {
+        for (unsigned index = 0; index < o.sizes.size(); ++index) {
+            const std::uint64_t size = o.sizes[index];
+            const VerifyRun verify{verifier, index};
             BandwidthSamples samples = samples_for(size);
             Status st;
             if (!client) {
-                st = post_receives(session, size, o.rx_depth);
+                st = post_receives(session, o, size, o.rx_depth, verify);
             }
             if (st.ok()) {
                 st = hand_shake(x, 0);
             }
             if (st.ok()) {
-                st = client ? run_bandwidth(session, o, size, x.theirs, samples)
-                            : run_send_bandwidth_server(session, o, size, samples);
+                st = client ? run_bandwidth(session, o, size, x.theirs, samples, verify)
+                            : run_send_bandwidth_server(session, o, size, samples, verify);
             }
             if (!st.ok()) {
                 return st;
@@ -431,6 +482,12 @@ Status run_test(const PerfOptions& o, PerfSession& session) {
         if (Status st = xchg_bw_reports(oob, BwReport{}, theirs); !st.ok()) {
             return st;
         }
+        if (verifier != nullptr && verb == Verb::write) {
+            if (Status st = check_same_run(o, theirs); !st.ok()) {
+                return st;
+            }
+            check_write_bw_end(*verifier, session, o, walk);
+        }
         BandwidthReport r;
         r.size = theirs.size;
         r.iterations = theirs.iterations;
@@ -445,7 +502,8 @@ Status run_test(const PerfOptions& o, PerfSession& session) {
         return oob.finish();
     }
     BwReport last;
-    for (const std::uint64_t size : o.sizes) {
+    for (unsigned index = 0; index < o.sizes.size(); ++index) {
+        const std::uint64_t size = o.sizes[index];
         BandwidthSamples samples = samples_for(size);
         if (o.warm_up) {
             // Enough WRs to cycle the port's rings and the buffers through once, not measured:
@@ -457,7 +515,8 @@ Status run_test(const PerfOptions& o, PerfSession& session) {
                 return st;
             }
         }
-        if (Status st = run_bandwidth(session, o, size, x.theirs, samples); !st.ok()) {
+        if (Status st = run_bandwidth(session, o, size, x.theirs, samples, {verifier, index});
+            !st.ok()) {
             return st;
         }
         const BandwidthReport r = report_for(samples, size, samples.cq_moderation, false);

@@ -16,15 +16,35 @@ struct OptionSpec {
 
 // perftest's names for what applies to an RC test; anything else is refused, not ignored.
 constexpr OptionSpec option_specs[] = {
-    {'s', "size", true},        {'a', "all", false},        {'n', "iters", true},
-    {'D', "duration", true},    {'q', "qp", true},          {'m', "mtu", true},
-    {'F', "CPU-freq", false},   {'x', "gid-index", true},   {'p', "port", true},
-    {'I', "inline_size", true}, {0, "report_gbits", false}, {'A', "atomic_type", true},
-    {'t', "tx-depth", true},    {'r', "rx-depth", true},    {'Q', "cq-mod", true},
-    {'o', "outs", true},        {'c', "connection", true},  {'d', "ib-dev", true},
-    {'i', "ib-port", true},     {'u', "qp-timeout", true},  {'h', "help", false},
-    {'V', "version", false},    {0, "dev", true},           {0, "json", false},
-    {0, "sizes", true},         {0, "stats", false},        {0, "perform_warm_up", false},
+    {'s', "size", true},
+    {'a', "all", false},
+    {'n', "iters", true},
+    {'D', "duration", true},
+    {'q', "qp", true},
+    {'m', "mtu", true},
+    {'F', "CPU-freq", false},
+    {'x', "gid-index", true},
+    {'p', "port", true},
+    {'I', "inline_size", true},
+    {0, "report_gbits", false},
+    {'A', "atomic_type", true},
+    {'t', "tx-depth", true},
+    {'r', "rx-depth", true},
+    {'Q', "cq-mod", true},
+    {'o', "outs", true},
+    {'c', "connection", true},
+    {'d', "ib-dev", true},
+    {'i', "ib-port", true},
+    {'u', "qp-timeout", true},
+    {'h', "help", false},
+    {'V', "version", false},
+    {0, "dev", true},
+    {0, "json", false},
+    {0, "sizes", true},
+    {0, "stats", false},
+    {0, "perform_warm_up", false},
+    {0, "verify", false},
+    {0, "verify-corrupt-at", true},
 };
 
 const OptionSpec* find_short(char name) {
@@ -64,6 +84,40 @@ Result<std::uint64_t> number(std::string_view option, std::string_view text, std
                    "' is not a number in " + std::to_string(low) + ".." + std::to_string(high));
     }
     return value;
+}
+
+// --verify checks against a known number of messages laid out in a known way; what would make
+// that unknown is refused rather than checked loosely.
+Status check_verify(const PerfOptions& o) {
+    if (!o.verify) {
+        return o.verify_corrupt_at ? Status{bad("--verify-corrupt-at needs --verify")} : Status{};
+    }
+    if (o.duration_seconds != 0) {
+        return bad("--verify needs a known number of iterations: use -n, not -D");
+    }
+    if (o.warm_up) {
+        return bad("--verify cannot be combined with --perform_warm_up (the unmeasured WRs would "
+                   "change what the checked ones find)");
+    }
+    if (o.test.verb == Verb::atomic && o.sizes != std::vector<std::uint64_t>{8}) {
+        return bad("--verify: atomic tests run one size, 8 bytes (each run adds to the same "
+                   "counters)");
+    }
+    if (o.verify_corrupt_at && *o.verify_corrupt_at >= o.iterations) {
+        return bad("--verify-corrupt-at " + std::to_string(*o.verify_corrupt_at) +
+                   ": the run has iterations 0.." + std::to_string(o.iterations - 1));
+    }
+    const VerifyBuffers buffers = verify_buffers(o);
+    const std::uint64_t bytes = std::uint64_t{buffers.slots} * buffers.stride * o.qps;
+    if (bytes > max_verify_buffer_bytes) {
+        const bool receiver = o.test.verb == Verb::send && !o.server;
+        return bad("--verify gives each message in flight a buffer of its own: " +
+                   std::to_string(buffers.slots) + " x " + std::to_string(buffers.stride) +
+                   " bytes x " + std::to_string(o.qps) + " QP(s) is more than " +
+                   std::to_string(max_verify_buffer_bytes >> 20) + " MiB; lower " +
+                   (receiver ? "-r" : "-t") + ", the message size or -q");
+    }
+    return {};
 }
 
 // perftest: 1000, except ib_write_bw's 5000.
@@ -317,6 +371,14 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
                            "only (as in perftest)");
             }
             o.warm_up = true;
+        } else if (name == "verify") {
+            o.verify = true;
+        } else if (name == "verify-corrupt-at") {
+            auto n = number(shown, v, 0, 100'000'000);
+            if (!n) {
+                return n.error();
+            }
+            o.verify_corrupt_at = n.value();
         } else if (name == "sizes") {
             std::size_t start = 0;
             while (start <= v.size()) {
@@ -385,7 +447,27 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
             o.inline_size = 0;
         }
     }
+    if (Status st = check_verify(o); !st.ok()) {
+        return st.error();
+    }
     return o;
+}
+
+VerifyBuffers verify_buffers(const PerfOptions& o) {
+    if (!o.verify || o.test.kind == Kind::latency) {
+        return {};
+    }
+    std::uint32_t slots = 0;
+    if (o.server) {
+        slots = o.tx_depth; // a requester: sources or destinations
+    } else if (o.test.verb == Verb::send) {
+        slots = o.rx_depth; // send_bw's receiver
+    } else {
+        return {}; // a passive target
+    }
+    const std::uint64_t largest =
+        o.test.verb == Verb::atomic ? 8 : *std::max_element(o.sizes.begin(), o.sizes.end());
+    return {slots, (largest + 63) / 64 * 64};
 }
 
 std::string usage(TestId test) {
@@ -419,6 +501,10 @@ std::string usage(TestId test) {
            "      --sizes=<a,b,...>    a list of sizes\n"
            "      --json               one JSON object per result line on stdout\n"
            "      --stats              the device's counters on stderr at the end\n"
+           "      --verify             patterned payloads; the receiving side checks every byte\n"
+           "                           and exits 1 on a mismatch (give it to both sides)\n"
+           "      --verify-corrupt-at=<n>  testing aid for --verify: damage one byte of\n"
+           "                           iteration n's data (counting from 0)\n"
            "  -h, --help, -V, --version\n"
            "\nWithout EAL options each side makes a net_memif port (server role on the side\n"
            "without a host name) and an rdma_swroce device on it, on its own core.\n";

@@ -1,6 +1,7 @@
 // prdma-perf's command line: `prdma-perf TEST [EAL options] -- [perftest options] [server]`.
 // perftest's option names, defaults and limits for everything that applies to an RC test on one
-// port; a few prdma extensions (--dev, --json, --sizes) are named so they cannot clash.
+// port; a few prdma extensions (--dev, --json, --sizes, --stats, --verify) are named so they
+// cannot clash.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +58,8 @@ struct PerfOptions {
     bool json = false;            // --json
     bool stats = false;           // --stats: the device counters on stderr at the end
     bool warm_up = false;         // --perform_warm_up: unmeasured WRs before each size (bw)
+    bool verify = false;          // --verify: patterned payloads, every received byte checked
+    std::optional<std::uint64_t> verify_corrupt_at; // --verify-corrupt-at: a test aid (verify.hpp)
     bool help = false;
     bool version = false;
 };
@@ -65,6 +68,17 @@ struct PerfOptions {
 // options). Errors name the option and the rule it broke.
 Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string> args);
 std::string usage(TestId test);
+
+// --verify's own buffers on a side: with several messages in flight each has a buffer of its own
+// (a sender's source, a READ's or atomic's destination, a send_bw receive), so none is rewritten
+// before its message is done. Latency tests and passive targets need none (slots 0).
+struct VerifyBuffers {
+    std::uint32_t slots = 0; // per QP
+    std::uint64_t stride = 0;
+};
+VerifyBuffers verify_buffers(const PerfOptions& options);
+// What those buffers may take on one side, all QPs together.
+inline constexpr std::uint64_t max_verify_buffer_bytes = 256ULL << 20;
 
 // Splits `prdma-perf TEST [EAL options] -- [perftest options]`: EAL options are those before a
 // `--`; without one, everything is a perftest option.

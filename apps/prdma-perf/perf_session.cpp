@@ -103,9 +103,12 @@ Status PerfSession::allocate(const PerfOptions& options, std::uint32_t cycle_buf
     // perftest's BUFF_SIZE: the message, at least a page ("cycle buffer"), page aligned.
     s.slot_ = (std::max<std::uint64_t>(largest, cycle_buffer) + cycle_buffer - 1) / cycle_buffer *
               cycle_buffer;
-    auto buffer = mem::DmaBuffer::allocate(2 * s.slot_ * options.qps, cycle_buffer);
+    s.verify_ = verify_buffers(options);
+    const std::uint64_t bytes =
+        (2 * s.slot_ + std::uint64_t{s.verify_.slots} * s.verify_.stride) * options.qps;
+    auto buffer = mem::DmaBuffer::allocate(bytes, cycle_buffer);
     if (!buffer) {
-        return wrap(buffer, "allocate " + std::to_string(2 * s.slot_ * options.qps) + " bytes");
+        return wrap(buffer, "allocate " + std::to_string(bytes) + " bytes");
     }
     s.buffer_.emplace(std::move(buffer.value()));
     auto mr = s.pd_.register_memory(s.buffer_->data(), s.buffer_->size(),

@@ -1,6 +1,7 @@
 // The RDMA resources of one prdma-perf run, laid out as perftest lays out its own so the numbers
 // mean the same: one buffer registered once, per QP a send half and a receive half of
-// max(message size, page size) bytes each; the peer WRITEs/READs in our receive half.
+// max(message size, page size) bytes each; the peer WRITEs/READs in our receive half. --verify's
+// own buffers (options.hpp: VerifyBuffers), when a side needs them, follow in the same region.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +54,12 @@ public:
         return base() + static_cast<std::size_t>(qps_.size() + qp) * slot_;
     }
     [[nodiscard]] std::uint64_t slot() const { return slot_; }
+    // --verify: message k's own buffer on QP qp (k modulo the slots).
+    [[nodiscard]] std::uint8_t* verify_buffer(unsigned qp, std::uint64_t k) const {
+        return base() + 2 * qps_.size() * slot_ +
+               (static_cast<std::size_t>(qp) * verify_.slots + k % verify_.slots) * verify_.stride;
+    }
+    [[nodiscard]] std::uint32_t verify_slots() const { return verify_.slots; }
     [[nodiscard]] std::uint32_t lkey() const { return mr_.lkey(); }
     [[nodiscard]] const rdma::QueuePair& qp(unsigned i) const { return qps_[i]; }
     [[nodiscard]] unsigned qp_count() const { return static_cast<unsigned>(qps_.size()); }
@@ -75,6 +82,7 @@ private:
     std::optional<mem::DmaBuffer> buffer_; // allocated once both sides agreed on the page size
     rdma::MemoryRegionHandle mr_;
     std::uint64_t slot_ = 0;
+    VerifyBuffers verify_;
     std::uint32_t out_reads_ = 16;
     std::uint8_t qp_timeout_ = 14;
     std::uint32_t max_inline_ = 0;

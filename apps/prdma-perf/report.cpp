@@ -29,6 +29,16 @@ const char* verb_title(Verb verb) {
     return "";
 }
 
+// The row's closing brace, after --verify's fields when there are any.
+std::string json_end(const std::optional<VerifySummary>& verify) {
+    if (!verify) {
+        return "}\n";
+    }
+    return strformat(",\"verified_bytes\":%" PRIu64 ",\"verified_messages\":%" PRIu64
+                     ",\"verified_buffers\":%" PRIu64 ",\"verify_failures\":%" PRIu64 "}\n",
+                     verify->bytes, verify->messages, verify->buffers, verify->failures);
+}
+
 } // namespace
 
 LatencyReport latency_report(std::span<const std::uint64_t> timestamps, double cycles_per_usec,
@@ -228,20 +238,38 @@ std::string bandwidth_row(const BandwidthReport& r, bool gbits) {
                      iterations, r.bw_peak, r.bw_average, r.msg_rate);
 }
 
-std::string json_latency(TestId test, const LatencyReport& r) {
-    return strformat("{\"test\":\"%s\",\"bytes\":%" PRIu64 ",\"iterations\":%" PRIu64
-                     ",\"t_min_us\":%.4f,\"t_max_us\":%.4f,\"t_typical_us\":%.4f,\"t_avg_us\":%.4f,"
-                     "\"t_stdev_us\":%.4f,\"p99_us\":%.4f,\"p99_9_us\":%.4f,\"tps\":%.1f}\n",
-                     test_name(test).c_str(), r.size, r.iterations, r.t_min, r.t_max, r.t_typical,
-                     r.t_avg, r.t_stdev, r.p99, r.p999, r.tps);
+std::string verify_line(const VerifySummary& s) {
+    if (s.messages == 0 && s.buffers == 0) {
+        return " Data verification: nothing arrives on this side; the peer checks its data\n";
+    }
+    const std::string what =
+        s.buffers != 0 ? strformat("%" PRIu64 " receive buffer(s) after the run", s.buffers)
+                       : strformat("%" PRIu64 " messages", s.messages);
+    if (s.failures == 0) {
+        return strformat(" Data verified: %" PRIu64 " bytes in ", s.bytes) + what + ", no errors\n";
+    }
+    return strformat(" Data verification FAILED: %" PRIu64 " wrong of ", s.failures) + what +
+           strformat(" (%" PRIu64 " bytes checked; details on stderr)\n", s.bytes);
 }
 
-std::string json_bandwidth(TestId test, const BandwidthReport& r, bool gbits) {
+std::string json_latency(TestId test, const LatencyReport& r,
+                         const std::optional<VerifySummary>& verify) {
+    return strformat("{\"test\":\"%s\",\"bytes\":%" PRIu64 ",\"iterations\":%" PRIu64
+                     ",\"t_min_us\":%.4f,\"t_max_us\":%.4f,\"t_typical_us\":%.4f,\"t_avg_us\":%.4f,"
+                     "\"t_stdev_us\":%.4f,\"p99_us\":%.4f,\"p99_9_us\":%.4f,\"tps\":%.1f",
+                     test_name(test).c_str(), r.size, r.iterations, r.t_min, r.t_max, r.t_typical,
+                     r.t_avg, r.t_stdev, r.p99, r.p999, r.tps) +
+           json_end(verify);
+}
+
+std::string json_bandwidth(TestId test, const BandwidthReport& r, bool gbits,
+                           const std::optional<VerifySummary>& verify) {
     return strformat("{\"test\":\"%s\",\"bytes\":%" PRIu64 ",\"iterations\":%" PRIu64
                      ",\"bw_peak\":%.4f,\"bw_average\":%.4f,\"bw_unit\":\"%s\","
-                     "\"msg_rate_mpps\":%.6f}\n",
+                     "\"msg_rate_mpps\":%.6f",
                      test_name(test).c_str(), r.size, r.iterations, r.bw_peak, r.bw_average,
-                     gbits ? "Gb/s" : "MB/s", r.msg_rate);
+                     gbits ? "Gb/s" : "MB/s", r.msg_rate) +
+           json_end(verify);
 }
 
 } // namespace prdma::perf

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -75,7 +76,22 @@ std::string latency_row(const LatencyReport& report, bool duration);
 std::string bandwidth_table_header(bool gbits);
 std::string bandwidth_row(const BandwidthReport& report, bool gbits);
 std::string result_line(); // perftest's dashed separator
-std::string json_latency(TestId test, const LatencyReport& report);
-std::string json_bandwidth(TestId test, const BandwidthReport& report, bool gbits);
+
+// What --verify checked for one result line (verifier.hpp).
+struct VerifySummary {
+    std::uint64_t bytes = 0;
+    std::uint64_t messages = 0; // checked one by one as they arrived
+    std::uint64_t buffers = 0;  // write_bw's passive side: receive buffers checked after the run
+    std::uint64_t failures = 0; // wrong messages or buffers
+};
+// The line under a result row; a side that only sends or serves says the peer checks.
+std::string verify_line(const VerifySummary& summary);
+
+// With `verify`, the row carries verified_bytes, verified_messages, verified_buffers and
+// verify_failures.
+std::string json_latency(TestId test, const LatencyReport& report,
+                         const std::optional<VerifySummary>& verify = std::nullopt);
+std::string json_bandwidth(TestId test, const BandwidthReport& report, bool gbits,
+                           const std::optional<VerifySummary>& verify = std::nullopt);
 
 } // namespace prdma::perf

@@ -4,6 +4,9 @@
 
 #include <rte_cycles.h>
 
+#include "buffer_walk.hpp"
+#include "verify_steps.hpp"
+
 namespace prdma::perf {
 
 namespace {
@@ -50,6 +53,7 @@ Error failed(const WorkCompletion& wc) {
 struct Completions {
     std::uint64_t sends = 0;
     std::uint64_t receives = 0;
+    std::uint32_t last_receive_length = 0; // send_lat has one receive in flight at a time
 };
 
 Status poll_into(PerfSession& s, Completions& c, Watchdog& watchdog) {
@@ -62,6 +66,7 @@ Status poll_into(PerfSession& s, Completions& c, Watchdog& watchdog) {
         if (wcs[i].opcode == rdma::WcOpcode::recv ||
             wcs[i].opcode == rdma::WcOpcode::recv_rdma_with_imm) {
             ++c.receives;
+            c.last_receive_length = wcs[i].byte_len;
         } else {
             ++c.sends;
         }
@@ -106,9 +111,11 @@ Status post_and_wait(PerfSession& s, const SendWr& wr, Watchdog& watchdog) {
     return wc.status == WcStatus::success ? Status{} : Status{failed(wc)};
 }
 
-// read_lat / atomic_lat: `-n` iterations, or as many as fit in `-D` seconds.
+// read_lat / atomic_lat: `-n` iterations, or as many as fit in `-D` seconds. before(k) and
+// after(k) run around WR k: --verify's poison and check, nothing otherwise.
+template <typename Before, typename After>
 Status run_one_at_a_time(PerfSession& s, const PerfOptions& o, const SendWr& wr,
-                         LatencySamples& out) {
+                         LatencySamples& out, Before before, After after) {
     Watchdog watchdog;
     if (o.duration_seconds != 0) {
         const std::uint64_t start = rte_rdtsc();
@@ -116,9 +123,11 @@ Status run_one_at_a_time(PerfSession& s, const PerfOptions& o, const SendWr& wr,
         std::uint64_t iterations = 0;
         std::uint64_t now = start;
         while (now < end) {
+            before(iterations);
             if (Status st = post_and_wait(s, wr, watchdog); !st.ok()) {
                 return st;
             }
+            after(iterations);
             ++iterations;
             now = rte_rdtsc();
         }
@@ -128,24 +137,68 @@ Status run_one_at_a_time(PerfSession& s, const PerfOptions& o, const SendWr& wr,
     }
     out.timestamps.assign(o.iterations, 0);
     for (std::uint64_t i = 0; i < o.iterations; ++i) {
+        before(i);
         out.timestamps[i] = rte_rdtsc();
         if (Status st = post_and_wait(s, wr, watchdog); !st.ok()) {
             return st;
         }
+        after(i);
     }
     return {};
+}
+
+// read_lat / atomic_lat with --verify around each WR, or without.
+Status run_one_sided_latency(PerfSession& s, const PerfOptions& o, const SendWr& wr,
+                             LatencySamples& out, const VerifyRun& verify) {
+    if (verify.verifier == nullptr) {
+        return run_one_at_a_time(
+            s, o, wr, out, [](std::uint64_t) {}, [](std::uint64_t) {});
+    }
+    Verifier& v = *verify.verifier;
+    const BufferWalk walk = BufferWalk::in_place(wr.sge.length);
+    std::uint8_t* const destination = s.send_half(0);
+    return run_one_at_a_time(
+        s, o, wr, out, [&](std::uint64_t k) { poison_destination(v, o, 0, walk, k, destination); },
+        [&](std::uint64_t k) { check_destination(v, o, verify, 0, walk, k, destination); });
+}
+
+// The fields every WR of a bandwidth run shares.
+SendWr bandwidth_wr(const PerfOptions& o, std::uint64_t size) {
+    SendWr base;
+    switch (o.test.verb) {
+    case Verb::write:
+        base.opcode = WrOpcode::rdma_write;
+        break;
+    case Verb::read:
+        base.opcode = WrOpcode::rdma_read;
+        break;
+    case Verb::send:
+        base.opcode = WrOpcode::send;
+        break;
+    case Verb::atomic:
+        base.opcode = o.atomic_type == AtomicType::cmp_and_swap ? WrOpcode::atomic_cmp_swap
+                                                                : WrOpcode::atomic_fetch_add;
+        break;
+    }
+    base.num_sge = 1;
+    if (size <= o.inline_size && (o.test.verb == Verb::write || o.test.verb == Verb::send)) {
+        base.flags |= rdma::send_inline;
+    }
+    return base;
 }
 
 } // namespace
 
 Status run_write_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size,
-                         const KeyMessage& peer, bool server, LatencySamples& out) {
+                         const KeyMessage& peer, bool server, LatencySamples& out,
+                         VerifyRun verify) {
     const std::uint64_t iterations = o.iterations;
     out.timestamps.assign(iterations, 0);
     // The last byte of each message carries the iteration number: when it has arrived, the
     // whole message has (the responder writes a message's bytes in order).
     volatile std::uint8_t* const post_byte = s.send_half(0) + size - 1;
     const volatile std::uint8_t* const poll_byte = s.receive_half(0) + size - 1;
+    Verifier* const v = verify.verifier;
     SendWr wr = one_sided(s, WrOpcode::rdma_write, size, peer);
     if (size <= o.inline_size) {
         wr.flags |= rdma::send_inline;
@@ -167,8 +220,14 @@ Status run_write_latency(PerfSession& s, const PerfOptions& o, std::uint64_t siz
                 }
             }
             watchdog.progressed();
+            if (v != nullptr) {
+                check_write_latency(*v, s, o, verify, received - 1);
+            }
         }
         if (posted < iterations) {
+            if (v != nullptr) {
+                v->fill({s.send_half(0), size - 1}, v->outgoing(0, verify.size_index), posted);
+            }
             out.timestamps[posted] = rte_rdtsc();
             *post_byte = static_cast<std::uint8_t>(++posted);
             if (Status st = post_one(s, 0, wr); !st.ok()) {
@@ -190,13 +249,18 @@ Status run_write_latency(PerfSession& s, const PerfOptions& o, std::uint64_t siz
     return {};
 }
 
-Status post_receives(PerfSession& s, std::uint64_t size, std::uint32_t count) {
+Status post_receives(PerfSession& s, const PerfOptions& o, std::uint64_t size, std::uint32_t count,
+                     VerifyRun verify) {
     for (unsigned q = 0; q < s.qp_count(); ++q) {
         RecvWr wr;
         wr.num_sge = 1;
-        wr.sge = {reinterpret_cast<std::uint64_t>(s.receive_half(q)),
-                  static_cast<std::uint32_t>(size), s.lkey()};
         for (std::uint32_t i = 0; i < count; ++i) {
+            std::uint8_t* const buffer = receive_buffer(s, q, i, verify);
+            if (verify.verifier != nullptr && i < receive_slots(s) && i < o.iterations) {
+                fill_complement({buffer, size}, verify.verifier->incoming(q, verify.size_index), i);
+            }
+            wr.sge = {reinterpret_cast<std::uint64_t>(buffer), static_cast<std::uint32_t>(size),
+                      s.lkey()};
             wr.wr_id = q;
             if (rdma::post_recv(s.qp(q), &wr, 1) != 1) {
                 return Error(StatusCode::no_resources, "the receive queue refused a work request");
@@ -207,7 +271,7 @@ Status post_receives(PerfSession& s, std::uint64_t size, std::uint32_t count) {
 }
 
 Status run_send_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size, bool server,
-                        LatencySamples& out) {
+                        LatencySamples& out, VerifyRun verify) {
     const std::uint64_t iterations = o.iterations;
     out.timestamps.assign(iterations, 0);
     SendWr wr;
@@ -236,6 +300,10 @@ Status run_send_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size
                 }
             }
             ++received;
+            if (verify.verifier != nullptr) {
+                check_receive(*verify.verifier, s, o, verify, 0, received - 1,
+                              c.last_receive_length);
+            }
             if (received + o.rx_depth <= iterations) {
                 if (rdma::post_recv(s.qp(0), &recv, 1) != 1) {
                     return Error(StatusCode::no_resources, "the receive queue is full");
@@ -243,6 +311,10 @@ Status run_send_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size
             }
         }
         if (posted < iterations) {
+            if (verify.verifier != nullptr) {
+                verify.verifier->fill({s.send_half(0), size},
+                                      verify.verifier->outgoing(0, verify.size_index), posted);
+            }
             out.timestamps[posted] = rte_rdtsc();
             if (Status st = post_one(s, 0, wr); !st.ok()) {
                 return st;
@@ -262,12 +334,12 @@ Status run_send_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size
 }
 
 Status run_read_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size,
-                        const KeyMessage& peer, LatencySamples& out) {
-    return run_one_at_a_time(s, o, one_sided(s, WrOpcode::rdma_read, size, peer), out);
+                        const KeyMessage& peer, LatencySamples& out, VerifyRun verify) {
+    return run_one_sided_latency(s, o, one_sided(s, WrOpcode::rdma_read, size, peer), out, verify);
 }
 
 Status run_atomic_latency(PerfSession& s, const PerfOptions& o, const KeyMessage& peer,
-                          LatencySamples& out) {
+                          LatencySamples& out, VerifyRun verify) {
     SendWr wr = one_sided(s, WrOpcode::atomic_fetch_add, 8, peer);
     wr.atomic.remote_addr = peer.vaddr;
     wr.atomic.rkey = peer.rkey;
@@ -279,11 +351,12 @@ Status run_atomic_latency(PerfSession& s, const PerfOptions& o, const KeyMessage
         wr.atomic.compare_add = 1; // perftest's ATOMIC_ADD_VALUE
         wr.atomic.swap = 0;
     }
-    return run_one_at_a_time(s, o, wr, out);
+    return run_one_sided_latency(s, o, wr, out, verify);
 }
 
 Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
-                     const std::vector<KeyMessage>& peers, BandwidthSamples& out) {
+                     const std::vector<KeyMessage>& peers, BandwidthSamples& out,
+                     VerifyRun verify) {
     const unsigned qps = s.qp_count();
     const bool timed = o.duration_seconds != 0;
     const std::uint64_t per_qp = timed ? UINT64_MAX : o.iterations;
@@ -293,10 +366,11 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
         out.posted.assign(out.iterations, 0);
         out.completed.assign(out.iterations, 0);
     }
-    // perftest walks the buffers in cache-line steps while a message fits twice in a page.
-    const std::uint64_t step = size <= out.cycle_buffer / 2
-                                   ? (size + out.cache_line - 1) / out.cache_line * out.cache_line
-                                   : 0;
+    const std::uint64_t length = o.test.verb == Verb::atomic ? 8 : size;
+    const BufferWalk walk(size, length, out.cycle_buffer, out.cache_line);
+    Verifier* const v = verify.verifier;
+    const bool check_results =
+        v != nullptr && (o.test.verb == Verb::read || o.test.verb == Verb::atomic);
     struct PerQp {
         std::uint64_t posted = 0;
         std::uint64_t completed = 0;
@@ -304,26 +378,7 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
     };
     std::vector<PerQp> state(qps);
     std::vector<SendWr> batch(std::min<std::uint32_t>(o.tx_depth, 64));
-    SendWr base;
-    switch (o.test.verb) {
-    case Verb::write:
-        base.opcode = WrOpcode::rdma_write;
-        break;
-    case Verb::read:
-        base.opcode = WrOpcode::rdma_read;
-        break;
-    case Verb::send:
-        base.opcode = WrOpcode::send;
-        break;
-    case Verb::atomic:
-        base.opcode = o.atomic_type == AtomicType::cmp_and_swap ? WrOpcode::atomic_cmp_swap
-                                                                : WrOpcode::atomic_fetch_add;
-        break;
-    }
-    base.num_sge = 1;
-    if (size <= o.inline_size && (o.test.verb == Verb::write || o.test.verb == Verb::send)) {
-        base.flags |= rdma::send_inline;
-    }
+    const SendWr base = bandwidth_wr(o, size);
     Watchdog watchdog;
     std::uint64_t total_posted = 0;
     std::uint64_t total_completed = 0;
@@ -345,8 +400,17 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
                     wr.flags |= rdma::send_signaled;
                 }
                 wr.wr_id = (static_cast<std::uint64_t>(q) << 48) | p.posted;
-                const std::uint64_t length = o.test.verb == Verb::atomic ? 8 : size;
-                wr.sge = {reinterpret_cast<std::uint64_t>(s.send_half(q)) + p.offset,
+                std::uint8_t* local = s.send_half(q) + p.offset;
+                if (v != nullptr) {
+                    // Free again: WR posted - tx_depth, its last user, has completed.
+                    local = s.verify_buffer(q, p.posted);
+                    if (check_results) {
+                        poison_destination(*v, o, q, walk, p.posted, local);
+                    } else {
+                        v->fill({local, length}, v->outgoing(q, verify.size_index), p.posted);
+                    }
+                }
+                wr.sge = {reinterpret_cast<std::uint64_t>(local),
                           static_cast<std::uint32_t>(length), s.lkey()};
                 if (o.test.verb == Verb::atomic) {
                     wr.atomic.remote_addr = peers[q].vaddr + p.offset;
@@ -357,12 +421,7 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
                     wr.rdma.remote_addr = peers[q].vaddr + p.offset;
                     wr.rdma.rkey = peers[q].rkey;
                 }
-                if (step != 0) {
-                    p.offset += step;
-                    if (p.offset + length > out.cycle_buffer) {
-                        p.offset = 0;
-                    }
-                }
+                p.offset = walk.next(p.offset);
                 if (!timed) {
                     out.posted[total_posted + n] = rte_rdtsc();
                 }
@@ -385,8 +444,15 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
             if (wcs[i].status != WcStatus::success) {
                 return failed(wcs[i]);
             }
-            PerQp& p = state[wcs[i].wr_id >> 48];
+            const auto q = static_cast<unsigned>(wcs[i].wr_id >> 48);
+            PerQp& p = state[q];
             const std::uint64_t done = (wcs[i].wr_id & 0xffffffffffffULL) + 1;
+            if (check_results) {
+                // A completion stands for every WR before it on the QP: all have landed.
+                for (std::uint64_t k = p.completed; k < done; ++k) {
+                    check_destination(*v, o, verify, q, walk, k, s.verify_buffer(q, k));
+                }
+            }
             if (!timed) {
                 for (std::uint64_t k = total_completed; k < total_completed + (done - p.completed);
                      ++k) {
@@ -414,7 +480,7 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
 }
 
 Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, std::uint64_t size,
-                                 BandwidthSamples& out) {
+                                 BandwidthSamples& out, VerifyRun verify) {
     const unsigned qps = s.qp_count();
     out.iterations = o.iterations * qps;
     out.posted.assign(1, 0);
@@ -445,10 +511,15 @@ Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, std::uint
                 out.posted[0] = now; // the first arrival starts the clock
             }
             out.completed[total++] = now;
+            if (verify.verifier != nullptr) {
+                // Receives complete in the order they were posted: this is message received[q].
+                check_receive(*verify.verifier, s, o, verify, q, received[q], wcs[i].byte_len);
+            }
             ++received[q];
             if (receives_posted[q] < o.iterations) {
                 recv.wr_id = q;
-                recv.sge = {reinterpret_cast<std::uint64_t>(s.receive_half(q)),
+                recv.sge = {reinterpret_cast<std::uint64_t>(
+                                receive_buffer(s, q, receives_posted[q], verify)),
                             static_cast<std::uint32_t>(size), s.lkey()};
                 if (rdma::post_recv(s.qp(q), &recv, 1) != 1) {
                     return Error(StatusCode::no_resources, "the receive queue is full");

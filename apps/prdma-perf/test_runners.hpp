@@ -9,6 +9,7 @@
 #include "options.hpp"
 #include "perf_session.hpp"
 #include "perftest_wire.hpp"
+#include "verify_steps.hpp"
 
 namespace prdma::perf {
 
@@ -30,25 +31,32 @@ struct BandwidthSamples {
     std::uint64_t duration_cycles = 0;    // -D: first post to last completion
 };
 
-// write_lat / send_lat: both sides run; the client posts first.
+// write_lat / send_lat: both sides run; the client posts first. Under --verify each side fills
+// what it sends and checks each message that arrives.
 Status run_write_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size,
-                         const KeyMessage& peer, bool server, LatencySamples& out);
+                         const KeyMessage& peer, bool server, LatencySamples& out,
+                         VerifyRun verify = {});
 Status run_send_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size, bool server,
-                        LatencySamples& out);
-// read_lat / atomic_lat: the client posts one and waits for it; the server only serves.
+                        LatencySamples& out, VerifyRun verify = {});
+// read_lat / atomic_lat: the client posts one and waits for it; the server only serves. Under
+// --verify the client checks what each one brought back.
 Status run_read_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size,
-                        const KeyMessage& peer, LatencySamples& out);
+                        const KeyMessage& peer, LatencySamples& out, VerifyRun verify = {});
 Status run_atomic_latency(PerfSession& s, const PerfOptions& o, const KeyMessage& peer,
-                          LatencySamples& out);
+                          LatencySamples& out, VerifyRun verify = {});
 
 // write_bw / read_bw / atomic_bw / send_bw requester: tx_depth WRs in flight per QP, one signaled
-// per cq_moderation.
+// per cq_moderation. Under --verify each WR has a local buffer of its own, filled before it is
+// posted (WRITE, SEND) or checked once it completed (READ, atomic).
 Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
-                     const std::vector<KeyMessage>& peers, BandwidthSamples& out);
+                     const std::vector<KeyMessage>& peers, BandwidthSamples& out,
+                     VerifyRun verify = {});
 // send_bw's receiver: keeps rx_depth receives posted until `iterations` messages per QP arrived.
 Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, std::uint64_t size,
-                                 BandwidthSamples& out);
-// send tests: fill each QP's receive queue before the peer may send.
-Status post_receives(PerfSession& s, std::uint64_t size, std::uint32_t count);
+                                 BandwidthSamples& out, VerifyRun verify = {});
+// send tests: fill each QP's receive queue before the peer may send; under --verify the buffers
+// are poisoned for the messages that will land in them.
+Status post_receives(PerfSession& s, const PerfOptions& o, std::uint64_t size, std::uint32_t count,
+                     VerifyRun verify = {});
 
 } // namespace prdma::perf

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """prdma-perf end to end: two real processes over net_memif run each of the eight tests, both
 ways; a TCP relay between them records the out-of-band exchange and checks it is perftest
-6.06's, byte for byte (sizes, order, formats); bad options, a missing server, an old perftest
-and a malformed key message each end with a clear message and a non-zero exit."""
+6.06's, byte for byte (sizes, order, formats); each test under --verify checks every byte that
+arrives, and a deliberately damaged byte fails it; bad options, a missing server, an old
+perftest and a malformed key message each end with a clear message and a non-zero exit."""
 import json
 import os
 import re
@@ -21,6 +22,9 @@ KEY = re.compile(rb'[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{6}:[0-9a-f]{6}:[0-9a-f]{8}:
 LAT_ROW = re.compile(r'^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)'
                      r'\s+([\d.]+)\s+([\d.]+)\s*$')
 BW_ROW = re.compile(r'^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$')
+VERIFIED = re.compile(r'^ Data verified: (\d+) bytes in (\d+) (messages|receive buffer\(s\) after '
+                      r'the run), no errors$', re.M)
+NOTHING_TO_CHECK = ' Data verification: nothing arrives on this side; the peer checks its data'
 
 
 def free_port():
@@ -77,15 +81,16 @@ class Relay(threading.Thread):
             t.join(30)
 
 
-def run_pair(test, args=(), relay=False, timeout=120):
-    """Server on core 0 and client on core 1; returns (client rc, out, err, server rc, out, err,
-    relay streams or None)."""
+def run_pair(test, args=(), relay=False, timeout=120, server_args=None):
+    """Server on core 0 and client on core 1 (the server gets `server_args` instead of `args` when
+    given); returns (client rc, out, err, server rc, out, err, relay streams or None)."""
     with tempfile.TemporaryDirectory(prefix='prdma-perf-') as tmp:
         sock = os.path.join(tmp, 'memif.sock')
         server_port = free_port()
         client_port = free_port() if relay else server_port
         server = subprocess.Popen([PERF, test] + eal('server', sock, '10.0.0.1', 0) +
-                                  list(args) + ['-p', str(server_port)],
+                                  list(args if server_args is None else server_args) +
+                                  ['-p', str(server_port)],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 20
         while not os.path.exists(sock) and server.poll() is None and time.monotonic() < deadline:
@@ -200,6 +205,112 @@ class EightTests(unittest.TestCase):
         self.assertTrue(all(r['test'] == 'write_lat' and r['t_typical_us'] > 0 for r in lines))
 
 
+class Verify(unittest.TestCase):
+    """--verify: the receiving side checks every byte it can see; a wrong one fails the run."""
+
+    def run_verified(self, test, args):
+        rc_c, out_c, err_c, rc_s, out_s, err_s, _ = run_pair(test, list(args) + ['--verify'])
+        detail = f'client:\n{out_c}{err_c}\nserver:\n{out_s}{err_s}'
+        self.assertEqual((rc_c, rc_s), (0, 0), detail)
+        return out_c, out_s
+
+    def verified(self, out):
+        """(bytes, count, what) of each 'Data verified' line."""
+        return [(int(m.group(1)), int(m.group(2)), m.group(3)) for m in VERIFIED.finditer(out)]
+
+    def test_write_lat(self):
+        out_c, out_s = self.run_verified('write_lat', ('-n', '100', '-s', '64'))
+        for out in (out_c, out_s):  # both sides receive: every byte but the poll byte
+            self.assertEqual(self.verified(out), [(100 * 63, 100, 'messages')], out)
+
+    def test_send_lat(self):
+        out_c, out_s = self.run_verified('send_lat', ('-n', '100', '-s', '300'))
+        for out in (out_c, out_s):
+            self.assertEqual(self.verified(out), [(100 * 300, 100, 'messages')], out)
+
+    def test_read_lat(self):
+        out_c, out_s = self.run_verified('read_lat', ('-n', '100', '-s', '3000'))
+        self.assertEqual(self.verified(out_c), [(100 * 3000, 100, 'messages')], out_c)
+        self.assertIn(NOTHING_TO_CHECK, out_s)
+
+    def test_atomic_lat(self):
+        out_c, _ = self.run_verified('atomic_lat', ('-n', '100', '-A', 'CMP_AND_SWAP'))
+        self.assertEqual(self.verified(out_c), [(800, 100, 'messages')], out_c)
+
+    def test_write_bw(self):
+        # The passive server checks the end state: its whole receive half, per QP.
+        out_c, out_s = self.run_verified('write_bw', ('-n', '300', '-s', '64', '-q', '2'))
+        self.assertIn(NOTHING_TO_CHECK, out_c)
+        found = self.verified(out_s)
+        self.assertEqual(len(found), 1, out_s)
+        self.assertEqual(found[0][1:], (2, 'receive buffer(s) after the run'))
+        self.assertEqual(found[0][0] % 2, 0)
+        self.assertGreaterEqual(found[0][0], 2 * 4096)
+
+    def test_read_bw(self):
+        out_c, _ = self.run_verified('read_bw', ('-n', '200', '-s', '3000'))
+        self.assertEqual(self.verified(out_c), [(200 * 3000, 200, 'messages')], out_c)
+
+    def test_send_bw(self):
+        out_c, out_s = self.run_verified('send_bw', ('-n', '300', '-s', '2500', '-q', '2'))
+        self.assertIn(NOTHING_TO_CHECK, out_c)
+        self.assertEqual(self.verified(out_s), [(600 * 2500, 600, 'messages')], out_s)
+
+    def test_atomic_bw(self):
+        out_c, _ = self.run_verified('atomic_bw', ('-n', '300', '-q', '2'))
+        self.assertEqual(self.verified(out_c), [(600 * 8, 600, 'messages')], out_c)
+
+    def test_sizes_and_json(self):
+        out_c, out_s = self.run_verified('write_bw', ('-n', '100', '--sizes', '64,5000', '--json'))
+        server = [json.loads(line) for line in out_s.splitlines() if line.startswith('{')]
+        self.assertEqual(len(server), 1, out_s)
+        self.assertEqual((server[0]['verified_buffers'], server[0]['verify_failures']), (1, 0))
+        self.assertGreaterEqual(server[0]['verified_bytes'], 5000)
+        out_c, _ = self.run_verified('write_lat', ('-n', '50', '--sizes', '8,4096', '--json'))
+        rows = [json.loads(line) for line in out_c.splitlines() if line.startswith('{')]
+        self.assertEqual([(r['verified_messages'], r['verified_bytes'], r['verify_failures'])
+                          for r in rows], [(50, 50 * 7, 0), (50, 50 * 4095, 0)])
+
+    def run_damaged(self, test, args, at, damaged_side):
+        """--verify-corrupt-at `at`: the side that checks the damaged data fails, naming it."""
+        rc_c, out_c, err_c, rc_s, out_s, err_s, _ = run_pair(
+            test, list(args) + ['--verify', '--verify-corrupt-at', str(at)])
+        detail = f'client:\n{out_c}{err_c}\nserver:\n{out_s}{err_s}'
+        rc, out, err = (rc_c, out_c, err_c) if damaged_side == 'client' else (rc_s, out_s, err_s)
+        other_rc = rc_s if damaged_side == 'client' else rc_c
+        self.assertEqual((rc, other_rc), (1, 0), detail)
+        self.assertIn(' Data verification FAILED: ', out, detail)
+        self.assertIn(f'prdma-perf: --verify: {test}: ', err, detail)
+        return err
+
+    def test_a_damaged_send_fails(self):
+        err = self.run_damaged('send_bw', ('-n', '300', '-s', '1000'), 250, 'server')
+        self.assertIn('send_bw: 1 of 300 checked messages wrong; the first: QP 0, message #250 of '
+                      'the 1000-byte run: 1 wrong byte(s) of 1000, the first at offset 500 '
+                      '(expected 0x', err)
+
+    def test_a_damaged_write_fails(self):
+        err = self.run_damaged('write_bw', ('-n', '100', '-s', '64'), 37, 'server')
+        self.assertIn('write_bw: 1 of 1 checked buffers wrong', err)
+        self.assertIn('1 wrong byte(s) of 4096', err)
+        self.assertIn('a byte that message #37 of the 64-byte run wrote last', err)
+
+    def test_damaged_read_data_fails(self):
+        # The server damages the byte READ #5 reads; the walk has 32 places for 100-byte READs,
+        # so READs #37 and #69 come back to it.
+        err = self.run_damaged('read_bw', ('-n', '100', '-s', '100'), 5, 'client')
+        self.assertIn('read_bw: 3 of 100 checked messages wrong; the first: QP 0, message #5 of '
+                      'the 100-byte run: 1 wrong byte(s) of 100, the first at offset 50', err)
+
+    def test_a_server_without_verify_fails_the_client(self):
+        # Nothing served the pattern: every READ brings back bytes that are not it.
+        rc_c, out_c, err_c, rc_s, out_s, err_s, _ = run_pair(
+            'read_lat', ['-n', '20', '-s', '64', '--verify'], server_args=['-n', '20', '-s', '64'])
+        self.assertEqual((rc_c, rc_s), (1, 0), f'{out_c}{err_c}\n{out_s}{err_s}')
+        self.assertIn('read_lat: 20 of 20 checked messages wrong', err_c)
+        self.assertIn('do both sides have --verify and the same options?', err_c)
+
+
 class PerftestExchange(unittest.TestCase):
     """What goes over TCP, checked against perftest 6.06's exchange from the outside."""
 
@@ -256,7 +367,9 @@ class BadInput(unittest.TestCase):
                            (['write_lat', '-s', '9000000'], 'the largest message'),
                            (['read_lat', '-I', '64'], 'does not apply'),
                            (['frobnicate'], "unknown test 'frobnicate'"),
-                           (['send_lat', '-D', '2'], '-D is not supported')):
+                           (['send_lat', '-D', '2'], '-D is not supported'),
+                           (['write_bw', '--verify', '-D', '2'], 'use -n, not -D'),
+                           (['write_lat', '--verify-corrupt-at', '3'], 'needs --verify')):
             rc, out, err = self.run_alone(args)
             self.assertEqual(rc, 1, args)
             self.assertIn(says, err)
@@ -266,6 +379,8 @@ class BadInput(unittest.TestCase):
         rc, out, _ = self.run_alone(['write_bw', '--help'])
         self.assertEqual(rc, 0)
         self.assertIn('--report_gbits', out)
+        self.assertIn('--verify', out)
+        self.assertIn('--verify-corrupt-at', out)
         rc, out, _ = self.run_alone(['write_bw', '-V'])
         self.assertEqual((rc, out), (0, 'Version: 6.06\n'))
 

@@ -149,6 +149,61 @@ TEST(PerfOptions, RefusalsSayWhy) {
     }
 }
 
+TEST(PerfOptions, Verify) {
+    auto off = parse(write_lat, {});
+    ASSERT_TRUE(off.ok());
+    EXPECT_FALSE(off->verify);
+    EXPECT_EQ(verify_buffers(*off).slots, 0U);
+    auto on = parse(write_lat, {"--verify", "--verify-corrupt-at", "7", "-n", "100"});
+    ASSERT_TRUE(on.ok());
+    EXPECT_TRUE(on->verify);
+    EXPECT_EQ(on->verify_corrupt_at, 7U);
+    EXPECT_EQ(verify_buffers(*on).slots, 0U); // latency tests check in place
+    // A requester gives each WR in flight its own buffer; send_bw's receiver each receive.
+    auto client = parse(TestId{Verb::read, Kind::bandwidth}, {"--verify", "-s", "100", "host"});
+    ASSERT_TRUE(client.ok());
+    EXPECT_EQ(verify_buffers(*client).slots, 128U);
+    EXPECT_EQ(verify_buffers(*client).stride, 128U);
+    auto receiver = parse(TestId{Verb::send, Kind::bandwidth}, {"--verify", "-r", "64"});
+    ASSERT_TRUE(receiver.ok());
+    EXPECT_EQ(verify_buffers(*receiver).slots, 64U);
+    EXPECT_EQ(verify_buffers(*receiver).stride, 65536U);
+    auto target = parse(write_bw, {"--verify"});
+    ASSERT_TRUE(target.ok());
+    EXPECT_EQ(verify_buffers(*target).slots, 0U);
+    auto atomic = parse(TestId{Verb::atomic, Kind::bandwidth}, {"--verify", "-q", "4", "host"});
+    ASSERT_TRUE(atomic.ok());
+    EXPECT_EQ(verify_buffers(*atomic).stride, 64U);
+}
+
+TEST(PerfOptions, VerifyRefusesWhatItCannotCheck) {
+    const TestId send_bw{Verb::send, Kind::bandwidth};
+    const TestId atomic_bw{Verb::atomic, Kind::bandwidth};
+    struct Case {
+        TestId test;
+        std::vector<std::string> args;
+        const char* says;
+    };
+    const Case cases[] = {
+        {write_lat, {"--verify-corrupt-at", "3"}, "--verify-corrupt-at needs --verify"},
+        {write_bw, {"--verify", "-D", "5"}, "use -n, not -D"},
+        {write_bw, {"--verify", "--perform_warm_up"}, "--perform_warm_up"},
+        {atomic_bw, {"--verify", "--sizes", "8,16"}, "atomic tests run one size"},
+        {write_lat, {"--verify", "-n", "10", "--verify-corrupt-at", "10"}, "iterations 0..9"},
+        {write_bw, {"--verify", "-s", "8M", "host"}, "lower -t, the message size or -q"},
+        {send_bw, {"--verify", "-s", "1M"}, "lower -r"},
+    };
+    for (const Case& c : cases) {
+        auto o = parse(c.test, c.args);
+        ASSERT_FALSE(o.ok()) << c.says;
+        EXPECT_EQ(o.code(), StatusCode::invalid_parameter);
+        EXPECT_NE(o.error().message().find(c.says), std::string::npos)
+            << "message: " << o.error().message();
+    }
+    // Within the budget: 2 x 8 MiB in flight.
+    EXPECT_TRUE(parse(write_bw, {"--verify", "-s", "8M", "-t", "2", "host"}).ok());
+}
+
 TEST(PerfOptions, EalOptionsBeforeTheSeparator) {
     const std::vector<std::string> with{"--vdev=net_ring0", "-l", "1", "--", "-s", "64", "host"};
     const CommandLine line = split_command_line(with);

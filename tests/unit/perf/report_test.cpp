@@ -155,6 +155,32 @@ TEST(PerfReport, JsonCarriesEveryColumn) {
     EXPECT_NE(j.find("\"test\":\"write_lat\""), std::string::npos);
     EXPECT_NE(j.find("\"t_typical_us\":0.8000"), std::string::npos);
     EXPECT_EQ(j.back(), '\n');
+    EXPECT_EQ(j.find("verified"), std::string::npos); // no --verify, no fields
+}
+
+TEST(PerfReport, VerifyLineAndJsonFields) {
+    VerifySummary checked;
+    checked.bytes = 6300;
+    checked.messages = 100;
+    EXPECT_EQ(verify_line(checked), " Data verified: 6300 bytes in 100 messages, no errors\n");
+    checked.failures = 2;
+    EXPECT_EQ(verify_line(checked), " Data verification FAILED: 2 wrong of 100 messages (6300 "
+                                    "bytes checked; details on stderr)\n");
+    VerifySummary end;
+    end.bytes = 4096;
+    end.buffers = 1;
+    EXPECT_EQ(verify_line(end),
+              " Data verified: 4096 bytes in 1 receive buffer(s) after the run, no errors\n");
+    EXPECT_NE(verify_line(VerifySummary{}).find("the peer checks"), std::string::npos);
+    BandwidthReport b;
+    b.size = 64;
+    const std::string j = json_bandwidth(TestId{Verb::send, Kind::bandwidth}, b, false, checked);
+    EXPECT_NE(j.find(",\"verified_bytes\":6300,\"verified_messages\":100,\"verified_buffers\":0,"
+                     "\"verify_failures\":2}\n"),
+              std::string::npos)
+        << j;
+    const std::string l = json_latency(TestId{Verb::write, Kind::latency}, LatencyReport{}, end);
+    EXPECT_NE(l.find("\"verified_buffers\":1"), std::string::npos) << l;
 }
 
 } // namespace
