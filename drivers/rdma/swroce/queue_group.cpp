@@ -14,7 +14,7 @@ namespace {
 // The rx burst, and the frames other groups received for our QPs (and, on group 0, possible ARP).
 void receive(SwroceDevice& dev, unsigned group, std::uint64_t now) noexcept {
     // Twice a burst: the fault devargs may add duplicates and frames they held back.
-    std::array<rte_mbuf*, 2 * burst_size> mbufs; // filled by the bursts below
+    std::array<rte_mbuf*, std::size_t{2} * burst_size> mbufs; // filled by the bursts below
     QueueGroupState& state = *dev.groups[group];
     std::uint16_t received = dev.port.receive_frames(group, mbufs.data(), burst_size);
     if (PRDMA_UNLIKELY(state.rx_faults.active())) {
