@@ -1635,13 +1635,13 @@ TEST_P(FaultMatrixTest, EveryOperationDeliversEveryByte) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Faults, FaultMatrixTest,
-    ::testing::Values(",rx_drop=0.01,tx_drop=0.01,seed=3", ",rx_drop=0.1,tx_drop=0.1,seed=5",
-                      ",rx_reorder=0.05,tx_reorder=0.05,reorder_depth=3,seed=7",
-                      ",rx_duplicate=0.05,tx_duplicate=0.05,seed=11",
-                      ",rx_corrupt=0.05,tx_corrupt=0.05,seed=13",
-                      ",rx_delay=0.05,delay_us=50,seed=17"));
+INSTANTIATE_TEST_SUITE_P(Faults, FaultMatrixTest,
+                         ::testing::Values(",rx_drop=0.01,tx_drop=0.01,seed=3",
+                                           ",rx_drop=0.1,tx_drop=0.1,seed=5",
+                                           ",tx_reorder=0.05,reorder_depth=3,seed=7",
+                                           ",rx_duplicate=0.05,tx_duplicate=0.05,seed=11",
+                                           ",rx_corrupt=0.05,tx_corrupt=0.05,seed=13",
+                                           ",tx_delay=0.05,delay_us=50,seed=17"));
 
 // ---- Hostile and broken peers, and the defects of issue 10 ----------------------------------
 // Frames are injected on a's ring port as if a's engine had sent them, so b's responder meets
