@@ -206,6 +206,19 @@ protected:
         return objects;
     }
 
+    // A device counter by name (the test fails if there is none).
+    static std::uint64_t counter(Side& side, const std::string& name) {
+        auto counters = side.context.query_stats();
+        EXPECT_TRUE(counters.ok());
+        for (const Counter& c : counters.value()) {
+            if (c.name == name) {
+                return c.value;
+            }
+        }
+        ADD_FAILURE() << "no counter " << name;
+        return 0;
+    }
+
     std::unique_ptr<conformance::DevicePair> pair_;
     std::unique_ptr<Side> a_, b_;
 };
@@ -983,18 +996,6 @@ TEST_F(EngineTest, BadLkeyIsALocalProtectionError) {
 class LossyEngineTest : public EngineTest {
 protected:
     std::string extra_devargs() const override { return ",drop=0.01,seed=7"; }
-
-    std::uint64_t counter(Side& side, const std::string& name) {
-        auto counters = side.context.query_stats();
-        EXPECT_TRUE(counters.ok());
-        for (const Counter& c : counters.value()) {
-            if (c.name == name) {
-                return c.value;
-            }
-        }
-        ADD_FAILURE() << "no counter " << name;
-        return 0;
-    }
 };
 
 TEST_F(LossyEngineTest, EveryByteArrivesThroughRetransmission) {
@@ -1240,16 +1241,6 @@ protected:
     // ~270 ms: two threads share two cores with the rest of the suite; an owner descheduled for a
     // while is not a lost peer.
     std::uint8_t transport_timeout() const override { return 16; }
-
-    std::uint64_t counter(Side& side, const std::string& name) {
-        auto counters = side.context.query_stats();
-        for (const Counter& c : counters.value()) {
-            if (c.name == name) {
-                return c.value;
-            }
-        }
-        return 0;
-    }
 };
 
 TEST_F(QueueGroupEngineTest, FramesForAnotherGroupAreHandedOver) {
@@ -1530,18 +1521,6 @@ class FaultMatrixTest : public EngineTest, public ::testing::WithParamInterface<
 protected:
     std::string extra_devargs() const override { return GetParam(); }
     std::uint8_t transport_timeout() const override { return 12; } // ~17 ms: the tail's price
-
-    std::uint64_t counter(Side& side, const std::string& name) {
-        auto counters = side.context.query_stats();
-        EXPECT_TRUE(counters.ok());
-        for (const Counter& c : counters.value()) {
-            if (c.name == name) {
-                return c.value;
-            }
-        }
-        ADD_FAILURE() << "no counter " << name;
-        return 0;
-    }
 };
 
 TEST_P(FaultMatrixTest, EveryOperationDeliversEveryByte) {
@@ -1719,17 +1698,6 @@ protected:
             return false;
         }
         return true;
-    }
-    std::uint64_t counter(Side& side, const std::string& name) {
-        auto counters = side.context.query_stats();
-        EXPECT_TRUE(counters.ok());
-        for (const Counter& c : counters.value()) {
-            if (c.name == name) {
-                return c.value;
-            }
-        }
-        ADD_FAILURE() << "no counter " << name;
-        return 0;
     }
     // Polls b alone for a while (a must not answer for the peer these tests play).
     std::vector<WorkCompletion> poll_b(int rounds = 200) {
