@@ -6,6 +6,7 @@
 #include <string_view>
 #include <unistd.h>
 
+#include <rte_dev.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
@@ -152,6 +153,48 @@ bool is_hugepage_backed(const std::vector<std::string>& args) {
     return !has_option(args, {"--no-huge"});
 }
 
+std::vector<std::string> vdev_names() {
+    std::vector<std::string> names;
+    rte_dev_iterator it{};
+    rte_device* dev = nullptr;
+    RTE_DEV_FOREACH(dev, "bus=vdev", &it) {
+        names.emplace_back(rte_dev_name(dev));
+    }
+    return names;
+}
+
+rte_device* find_vdev(const std::string& name) {
+    rte_dev_iterator it{};
+    rte_device* dev = nullptr;
+    RTE_DEV_FOREACH(dev, "bus=vdev", &it) {
+        if (name == rte_dev_name(dev)) {
+            return dev;
+        }
+    }
+    return nullptr;
+}
+
+// rte_eal_cleanup removes virtual devices in the order they were created, so a device built on
+// another one (--vdev=net_memif0 --vdev=rdma_swroce0,port=net_memif0) sees its port removed
+// first: the started port refuses to close ("Cannot close started device"), and the device then
+// stops it with the port's driver already gone. Removing the newest first takes each user down
+// before what it uses, as a stack is torn down.
+void remove_vdevs_newest_first() {
+    const std::vector<std::string> names = vdev_names();
+    for (auto name = names.rbegin(); name != names.rend(); ++name) {
+        // Looked up again: a driver's remove may have taken other devices with it.
+        rte_device* dev = find_vdev(*name);
+        if (dev == nullptr || !rte_dev_is_probed(dev)) {
+            continue;
+        }
+        if (const int rc = rte_dev_remove(dev); rc != 0) {
+            PRDMA_LOG(WARNING, prdma_logtype_env, "env",
+                      "removing %s before EAL cleanup failed: %s; EAL cleanup tries again",
+                      name->c_str(), rte_strerror(-rc));
+        }
+    }
+}
+
 } // namespace
 
 Eal::Eal(std::vector<std::string> args, bool hugepage_backed)
@@ -227,6 +270,7 @@ Status Eal::cleanup() {
     }
     owns_ = false;
     g_eal_state = EalState::cleaned_up;
+    remove_vdevs_newest_first();
     const int rc = rte_eal_cleanup();
     if (rc != 0) {
         return Error(StatusCode::internal,

@@ -4,11 +4,18 @@
 #include <array>
 #include <bit>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <functional>
+#include <thread>
 #include <utility>
 
+#include <rte_alarm.h>
+#include <rte_bus.h>
+#include <rte_dev.h>
 #include <rte_errno.h>
 #include <rte_ether.h>
+#include <rte_interrupts.h>
 #include <rte_lcore.h>
 
 #include <prdma/build_config.hpp>
@@ -69,6 +76,80 @@ void drain_rx(std::uint16_t port_id, unsigned queues) {
     }
 }
 
+bool ask_link_up(std::uint16_t port_id) noexcept {
+    rte_eth_link link{};
+    return rte_eth_link_get_nowait(port_id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+}
+
+// Ports on the vdev bus are software (memif, ring, af_packet, tap...): nothing of theirs needs
+// the interrupt thread to answer while they stop, so they can stop on it.
+bool on_vdev_bus(const rte_eth_dev_info& info) {
+    if (info.device == nullptr) {
+        return false;
+    }
+    const rte_bus* bus = rte_dev_bus(info.device);
+    const char* name = bus != nullptr ? rte_bus_name(bus) : nullptr;
+    return name != nullptr && std::strcmp(name, "vdev") == 0;
+}
+
+// memif tears its shared memory down on the interrupt thread when its peer goes away.
+bool unmaps_queues_from_interrupt_thread(const rte_eth_dev_info& info) {
+    return info.driver_name != nullptr && std::strcmp(info.driver_name, "net_memif") == 0;
+}
+
+// One call handed to the EAL interrupt thread. `done` is the interrupt thread's last touch of
+// it: the caller may free it as soon as it reads true.
+struct InterruptThreadCall {
+    const std::function<void()>* action = nullptr;
+    std::atomic<bool> done{false};
+};
+
+void run_interrupt_thread_call(void* arg) {
+    auto* call = static_cast<InterruptThreadCall*>(arg);
+    (*call->action)();
+    call->done.store(true, std::memory_order_release);
+}
+
+// Runs `action` on the EAL interrupt thread and waits for it: whatever drivers do there (memif's
+// peer handling) and `action` then never overlap. A one-shot alarm is the public way in. Runs
+// it here instead when this is that thread, or when the thread does not take it in time.
+void run_on_interrupt_thread(const std::function<void()>& action, const std::string& port) {
+    if (rte_thread_is_intr() != 0) {
+        action();
+        return;
+    }
+    InterruptThreadCall call;
+    call.action = &action;
+    if (int ret = rte_eal_alarm_set(1, run_interrupt_thread_call, &call); ret != 0) {
+        SWROCE_LOG(WARNING,
+                   "ethdev %s: cannot reach the EAL interrupt thread (%s); stopping it "
+                   "from this thread",
+                   port.c_str(), rte_strerror(-ret));
+        action();
+        return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(SwrocePort::interrupt_thread_wait_ms);
+    while (!call.done.load(std::memory_order_acquire)) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            // rte_eal_alarm_cancel waits for a call that has started; one it removes never runs.
+            if (rte_eal_alarm_cancel(run_interrupt_thread_call, &call) > 0) {
+                SWROCE_LOG(WARNING,
+                           "ethdev %s: the EAL interrupt thread is busy; stopping it "
+                           "from this thread",
+                           port.c_str());
+                action();
+                return;
+            }
+            while (!call.done.load(std::memory_order_acquire)) {
+                std::this_thread::sleep_for(std::chrono::microseconds(100));
+            }
+            return;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+}
+
 } // namespace
 
 unsigned SwrocePort::mempool_size_for(std::uint16_t rx_descriptors, std::uint16_t tx_descriptors) {
@@ -116,6 +197,8 @@ Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue
     SwrocePort port;
     port.port_id_ = port_id;
     port.name_ = name;
+    port.shared_ = std::make_unique<Shared>();
+    port.shared_->port_id = port_id;
     rte_eth_dev_owner owner{};
     if (int ret = rte_eth_dev_owner_new(&owner.id); ret != 0) {
         return dpdk_error("rte_eth_dev_owner_new", name, ret);
@@ -133,6 +216,8 @@ Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue
     if (int ret = rte_eth_dev_info_get(port_id, &info); ret != 0) {
         return dpdk_error("rte_eth_dev_info_get", name, ret);
     }
+    port.stop_on_interrupt_thread_ = on_vdev_bus(info);
+    port.gated_ = unmaps_queues_from_interrupt_thread(info);
     if (queue_groups > info.max_rx_queues || queue_groups > info.max_tx_queues) {
         return Error{StatusCode::not_supported,
                      strformat("swroce: ethdev %s (driver %s) has at most %u rx and %u tx "
@@ -287,6 +372,22 @@ Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue
                                "IB MTU %u needs %u",
                                name.c_str(), unsigned{mtu}, *ib_mtu, ethernet_mtu_for(*ib_mtu))};
     }
+    // The fast path's view of the link starts right and is kept so from the interrupt thread.
+    port.shared_->link_up.store(ask_link_up(port_id) ? 1 : 0, std::memory_order_relaxed);
+    if (int ret = rte_eal_alarm_set(link_poll_interval_us, poll_link, port.shared_.get());
+        ret != 0) {
+        return dpdk_error("rte_eal_alarm_set (link poll)", name, ret);
+    }
+    port.link_polled_ = true;
+    if (port.gated_) {
+        if (Status st = burst_gate::attach(port.shared_->bursts); !st.ok()) {
+            SWROCE_LOG(WARNING,
+                       "ethdev %s: bursts run ungated (%s): the process may fault if the "
+                       "memif peer goes away while a burst is under way",
+                       name.c_str(), st.error().message().c_str());
+            port.gated_ = false;
+        }
+    }
     SWROCE_LOG(DEBUG,
                "ethdev %s (port %u): %u queue groups, %u rx / %u tx descriptors, %u mbufs "
                "per group on socket %d, MTU %u, link %s",
@@ -297,7 +398,10 @@ Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue
 }
 
 SwrocePort::SwrocePort(SwrocePort&& other) noexcept
-    : port_id_(std::exchange(other.port_id_, RTE_MAX_ETHPORTS)), name_(std::move(other.name_)),
+    : shared_(std::move(other.shared_)), link_polled_(std::exchange(other.link_polled_, false)),
+      stop_on_interrupt_thread_(other.stop_on_interrupt_thread_),
+      gated_(std::exchange(other.gated_, false)),
+      port_id_(std::exchange(other.port_id_, RTE_MAX_ETHPORTS)), name_(std::move(other.name_)),
       owner_id_(std::exchange(other.owner_id_, RTE_ETH_DEV_NO_OWNER)),
       started_(std::exchange(other.started_, false)), mac_(other.mac_),
       mac_generated_(other.mac_generated_), ethernet_mtu_(other.ethernet_mtu_),
@@ -308,6 +412,10 @@ SwrocePort::SwrocePort(SwrocePort&& other) noexcept
 SwrocePort& SwrocePort::operator=(SwrocePort&& other) noexcept {
     if (this != &other) {
         release();
+        shared_ = std::move(other.shared_);
+        link_polled_ = std::exchange(other.link_polled_, false);
+        stop_on_interrupt_thread_ = other.stop_on_interrupt_thread_;
+        gated_ = std::exchange(other.gated_, false);
         port_id_ = std::exchange(other.port_id_, RTE_MAX_ETHPORTS);
         name_ = std::move(other.name_);
         owner_id_ = std::exchange(other.owner_id_, RTE_ETH_DEV_NO_OWNER);
@@ -328,14 +436,64 @@ SwrocePort::~SwrocePort() {
     release();
 }
 
-void SwrocePort::release() noexcept {
-    if (started_) {
-        drain_rx(port_id_, static_cast<unsigned>(pools_.size()));
-        if (int ret = rte_eth_dev_stop(port_id_); ret != 0) {
-            SWROCE_LOG(WARNING, "rte_eth_dev_stop on ethdev %s failed: %s", name_.c_str(),
+void SwrocePort::poll_link(void* arg) noexcept {
+    auto* shared = static_cast<Shared*>(arg);
+    shared->link_up.store(ask_link_up(shared->port_id) ? 1 : 0, std::memory_order_relaxed);
+    // Re-armed from its own call; release() cancels it (waiting for a call under way). Should
+    // re-arming fail, link_up() on the control path still brings the view up to date.
+    (void)rte_eal_alarm_set(link_poll_interval_us, poll_link, arg);
+}
+
+std::uint16_t SwrocePort::drop_while_link_down(unsigned group, rte_mbuf** mbufs,
+                                               std::uint16_t count) const noexcept {
+    if (shared_ != nullptr && group < shared_->counters.size()) {
+        shared_->counters[group].tx_dropped_link_down += count;
+    }
+    rte_pktmbuf_free_bulk(mbufs, count);
+    return count;
+}
+
+PortLinkDownCounters SwrocePort::link_down_counters(unsigned group) const noexcept {
+    if (shared_ == nullptr || group >= shared_->counters.size()) {
+        return {};
+    }
+    return shared_->counters[group];
+}
+
+void SwrocePort::stop() noexcept {
+    const std::uint16_t port_id = port_id_;
+    const auto queues = static_cast<unsigned>(pools_.size());
+    const std::string& name = name_;
+    const std::function<void()> drain_and_stop = [port_id, queues, &name] {
+        drain_rx(port_id, queues);
+        if (int ret = rte_eth_dev_stop(port_id); ret != 0) {
+            SWROCE_LOG(WARNING, "rte_eth_dev_stop on ethdev %s failed: %s", name.c_str(),
                        rte_strerror(-ret));
         }
+    };
+    if (stop_on_interrupt_thread_) {
+        run_on_interrupt_thread(drain_and_stop, name_);
+    } else {
+        drain_and_stop();
+    }
+}
+
+void SwrocePort::release() noexcept {
+    if (link_polled_) {
+        // Waits for a poll under way; none runs after this.
+        (void)rte_eal_alarm_cancel(poll_link, shared_.get());
+        link_polled_ = false;
+    }
+    if (shared_ != nullptr) {
+        shared_->link_up.store(0, std::memory_order_relaxed);
+    }
+    if (started_) {
+        stop();
         started_ = false;
+    }
+    if (gated_) {
+        burst_gate::detach(shared_->bursts);
+        gated_ = false;
     }
     if (owner_id_ != RTE_ETH_DEV_NO_OWNER) {
         // The port may be gone already (hot-unplugged); there is nothing to give back then.
@@ -358,9 +516,12 @@ void SwrocePort::release() noexcept {
 
 bool SwrocePort::link_up() const noexcept {
     // An empty handle must not ask ethdev, which logs an error for an invalid port id.
-    rte_eth_link link{};
-    return port_id_ != RTE_MAX_ETHPORTS && rte_eth_link_get_nowait(port_id_, &link) == 0 &&
-           link.link_status == RTE_ETH_LINK_UP;
+    if (port_id_ == RTE_MAX_ETHPORTS || shared_ == nullptr) {
+        return false;
+    }
+    const bool up = ask_link_up(port_id_);
+    shared_->link_up.store(up ? 1 : 0, std::memory_order_relaxed);
+    return up;
 }
 
 std::uint32_t SwrocePort::link_speed_mbps() const noexcept {

@@ -4,10 +4,23 @@
 // The ethdev belongs to its own driver (a vdev such as net_memif0, or a PCI NIC); SwrocePort
 // takes it with DPDK's ownership API, so a second user (another swroce device, testpmd's port
 // iteration) cannot configure it underneath us, and never closes it.
+//
+// A link that goes down (memif: the peer process died or closed its port) stops the bursts: the
+// fast path reads one byte that the EAL interrupt thread keeps up to date, frames sent meanwhile
+// are dropped and counted as a NIC with its cable pulled would, and receive polls return nothing.
+// The RoCE timers then fail the outstanding work (retry exceeded) instead of waiting on a backlog.
+//
+// DPDK 22.11's memif unmaps the shared rings from its interrupt thread as soon as it sees the
+// peer's socket close, while an lcore may be inside a burst that checked "connected" on entry:
+// that lcore would fault. A memif port's bursts therefore go through the burst gate
+// (burst_gate.hpp), which runs the interrupt thread's callbacks only while no burst is under way.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,9 +31,12 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include <prdma/build_config.hpp>
+#include <prdma/compiler.hpp>
 #include <prdma/status.hpp>
 
 #include "arp.hpp"
+#include "burst_gate.hpp"
 
 namespace prdma::swroce {
 
@@ -38,8 +54,22 @@ constexpr unsigned ethernet_mtu_for(unsigned ib_mtu) {
     return ib_mtu + roce_l3_overhead;
 }
 
+// What one queue group's port did not do because the link was down. Written by the group's own
+// lcore only; a control-path read is a snapshot, as for the engine's counters.
+struct alignas(RTE_CACHE_LINE_SIZE) PortLinkDownCounters {
+    std::uint64_t tx_dropped_link_down = 0; // frames handed to send_frames and freed unsent
+    std::uint64_t rx_polls_link_down = 0;   // receive_frames calls that did not poll the port
+};
+
 class SwrocePort {
 public:
+    // How often the EAL interrupt thread reads the link of a port whose driver cannot tell it
+    // (memif and most virtual ports have no link interrupt): 10 ms, as DPDK's bonding driver
+    // polls its members. RoCE timers are tens of milliseconds and longer.
+    static constexpr std::uint64_t link_poll_interval_us = 10'000;
+    // How long a stop waits for the interrupt thread before running on the caller's thread.
+    static constexpr unsigned interrupt_thread_wait_ms = 5'000;
+
     // Descriptors asked of the PMD per queue; rte_eth_dev_adjust_nb_rx_tx_desc clamps them to
     // what the port takes. 1024 rides out a few hundred microseconds of a busy lcore at 10 GbE.
     static constexpr std::uint16_t wanted_rx_descriptors = 1024;
@@ -76,6 +106,12 @@ public:
     // and any MTU raised for `ib_mtu`: whoever uses it next must set its queues up again before
     // starting it. A ring port passes mbuf pointers, not copies, so frames still queued towards
     // a peer come from our pools: the peer must have received them before this runs.
+    //
+    // A virtual port (vdev bus) is drained and stopped on the EAL interrupt thread: memif runs
+    // its peer's disconnect there, unmapping the shared rings and freeing its regions, and a stop
+    // on another thread at the same moment would unmap and free them twice (DPDK 22.11 takes no
+    // lock around either). A hardware port stops on the caller's thread, since some drivers need
+    // the interrupt thread to answer while they stop.
     ~SwrocePort();
 
     [[nodiscard]] std::uint16_t port_id() const noexcept { return port_id_; }
@@ -95,20 +131,63 @@ public:
     [[nodiscard]] std::uint16_t tx_descriptors() const noexcept { return tx_descriptors_; }
     // Whether chained mbufs (header + payload segments) may be sent.
     [[nodiscard]] bool tx_multi_segment() const noexcept { return tx_multi_segment_; }
-    // Link state now (memif's link comes up when its peer connects, long after open()).
+    // Link state now, asked of the port (memif's link comes up when its peer connects, long
+    // after open()); also brings the fast path's view up to date. Control path.
     [[nodiscard]] bool link_up() const noexcept;
+    // The fast path's view of the link: at most link_poll_interval_us old.
+    [[nodiscard]] bool link_up_cached() const noexcept {
+        // Relaxed: the byte guards no other data. A stale "up" costs one burst the driver itself
+        // refuses (memif checks its own connected flag on entry); a stale "down" drops frames the
+        // RoCE retransmission timer sends again. On x86 and ARM this is a plain byte load.
+        return shared_ != nullptr && shared_->link_up.load(std::memory_order_relaxed) != 0;
+    }
     // 0 when the port does not know its speed.
     [[nodiscard]] std::uint32_t link_speed_mbps() const noexcept;
+    // What `group` skipped because the link was down (zeros for an empty handle).
+    [[nodiscard]] PortLinkDownCounters link_down_counters(unsigned group) const noexcept;
 
     // Fast path: one queue group's lcore only. Const because the queues are the ethdev's state,
-    // not this handle's.
+    // not this handle's. Like rte_eth_tx_burst, the mbufs of the count returned are the port's:
+    // on a link that is down that is every one of them, freed unsent and counted.
     std::uint16_t send_frames(unsigned group, rte_mbuf** mbufs,
                               std::uint16_t count) const noexcept {
-        return rte_eth_tx_burst(port_id_, static_cast<std::uint16_t>(group), mbufs, count);
+        if (PRDMA_UNLIKELY(!link_up_cached())) {
+            return drop_while_link_down(group, mbufs, count);
+        }
+        if (!gated_) {
+            return rte_eth_tx_burst(port_id_, static_cast<std::uint16_t>(group), mbufs, count);
+        }
+        // A closed gate sends nothing: the frames stay the caller's, as with a full ring.
+        BurstSlot& slot = shared_->bursts.slots[group];
+        if (PRDMA_UNLIKELY(!burst_gate::enter(slot))) {
+            return 0;
+        }
+        const std::uint16_t sent =
+            rte_eth_tx_burst(port_id_, static_cast<std::uint16_t>(group), mbufs, count);
+        burst_gate::leave(slot);
+        return sent;
     }
+    // Nothing while the link is down: the port is not polled at all then, so a driver that tears
+    // its queues down with the link is entered as little as possible.
     std::uint16_t receive_frames(unsigned group, rte_mbuf** mbufs,
                                  std::uint16_t count) const noexcept {
-        return rte_eth_rx_burst(port_id_, static_cast<std::uint16_t>(group), mbufs, count);
+        if (PRDMA_UNLIKELY(!link_up_cached())) {
+            if (shared_ != nullptr && group < shared_->counters.size()) {
+                ++shared_->counters[group].rx_polls_link_down;
+            }
+            return 0;
+        }
+        if (!gated_) {
+            return rte_eth_rx_burst(port_id_, static_cast<std::uint16_t>(group), mbufs, count);
+        }
+        BurstSlot& slot = shared_->bursts.slots[group];
+        if (PRDMA_UNLIKELY(!burst_gate::enter(slot))) {
+            return 0;
+        }
+        const std::uint16_t received =
+            rte_eth_rx_burst(port_id_, static_cast<std::uint16_t>(group), mbufs, count);
+        burst_gate::leave(slot);
+        return received;
     }
 
     // A new single-segment mbuf from `group`'s pool holding a copy of `frame` (control frames
@@ -116,8 +195,29 @@ public:
     rte_mbuf* copy_to_mbuf(unsigned group, std::span<const std::uint8_t> frame) const noexcept;
 
 private:
+    // What the fast path and the EAL interrupt thread share: at a fixed address, so the link
+    // poll's alarm keeps pointing at it when the handle moves.
+    struct Shared {
+        std::uint16_t port_id = RTE_MAX_ETHPORTS;
+        // 1 while the link is up. Written by the interrupt thread's link poll and by link_up();
+        // read by every lcore polling the port.
+        std::atomic<std::uint8_t> link_up{0};
+        std::array<PortLinkDownCounters, PRDMA_MAX_QUEUE_GROUPS> counters{};
+        GatedBursts bursts;
+    };
+
+    static void poll_link(void* arg) noexcept;
+    std::uint16_t drop_while_link_down(unsigned group, rte_mbuf** mbufs,
+                                       std::uint16_t count) const noexcept;
+    void stop() noexcept;
     void release() noexcept;
 
+    std::unique_ptr<Shared> shared_;
+    bool link_polled_ = false; // the interrupt thread's alarm is armed for shared_
+    bool stop_on_interrupt_thread_ = false;
+    // Bursts go through the burst gate (drivers that unmap queue memory from the interrupt
+    // thread: memif).
+    bool gated_ = false;
     std::uint16_t port_id_ = RTE_MAX_ETHPORTS;
     std::string name_;
     std::uint64_t owner_id_ = RTE_ETH_DEV_NO_OWNER;

@@ -597,6 +597,19 @@ SwroceCounters& operator+=(SwroceCounters& sum, const SwroceCounters& g) {
     return sum;
 }
 
+// The port's own: what it skipped while its link was down (a memif peer gone), over all groups.
+void append_link_down_counters(const SwroceDevice& dev, std::vector<rdma::Counter>& out) {
+    std::uint64_t dropped = 0;
+    std::uint64_t polls = 0;
+    for (unsigned g = 0; g < dev.groups.size(); ++g) {
+        const PortLinkDownCounters c = dev.port.link_down_counters(g);
+        dropped += c.tx_dropped_link_down;
+        polls += c.rx_polls_link_down;
+    }
+    out.push_back({"tx_dropped_link_down", dropped});
+    out.push_back({"rx_polls_link_down", polls});
+}
+
 // Device totals first, then each queue group ("group1_..."), then each QP ("qp0x11_...").
 // Group and QP counters belong to their polling threads; a control-path read is a snapshot.
 void stats(Device& device, std::vector<rdma::Counter>& out) {
@@ -606,6 +619,7 @@ void stats(Device& device, std::vector<rdma::Counter>& out) {
         total += group->counters;
     }
     append_counters("", total, out);
+    append_link_down_counters(dev, out);
     for (std::size_t g = 0; g < dev.groups.size(); ++g) {
         append_counters("group" + std::to_string(g) + "_", dev.groups[g]->counters, out);
     }

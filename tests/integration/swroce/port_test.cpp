@@ -3,6 +3,7 @@
 // raising, and an ARP request/reply between two SwrocePorts over a crossed pair of rings: the
 // exact flow the swroce driver uses to find a peer's MAC.
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <rte_alarm.h>
 #include <rte_bus_vdev.h>
 #include <rte_cycles.h>
 #include <rte_eth_ring.h>
@@ -437,6 +439,95 @@ TEST(SwrocePort, UnansweredArpGivesUpAfterFiveTries) {
     std::array<rte_mbuf*, 8> burst{};
     EXPECT_EQ(b->receive_frames(0, burst.data(), burst.size()), 5U);
     rte_pktmbuf_free_bulk(burst.data(), 5);
+}
+
+// Waits (up to 2 s) for the fast path's view of `port`'s link to become `up`: the EAL interrupt
+// thread polls it every SwrocePort::link_poll_interval_us, without anyone calling link_up().
+bool link_view_becomes(const SwrocePort& port, bool up) {
+    const std::uint64_t deadline = rte_get_tsc_cycles() + 2 * rte_get_tsc_hz();
+    while (port.link_up_cached() != up) {
+        if (rte_get_tsc_cycles() > deadline) {
+            return false;
+        }
+        rte_delay_us_sleep(1000);
+    }
+    return true;
+}
+
+TEST(SwrocePort, LinkDownDropsWhatIsSentAndPollsNothing) {
+    CrossedRingPorts rings("down");
+    ASSERT_TRUE(rings.ok());
+    auto opened = SwrocePort::open(rings.name_a(), 1, std::nullopt, SOCKET_ID_ANY);
+    ASSERT_TRUE(opened.ok()) << opened.error().to_string();
+    // Moved after open: the interrupt thread's poll must follow the handle.
+    SwrocePort a = std::move(opened).value();
+    auto b = SwrocePort::open(rings.name_b(), 1, std::nullopt, SOCKET_ID_ANY);
+    ASSERT_TRUE(b.ok()) << b.error().to_string();
+    EXPECT_TRUE(a.link_up_cached());
+    std::array<std::uint8_t, 60> frame{};
+    build_arp_request(frame, {0x02, 0, 0, 0, 0, 1}, 0x0a000001, 0x0a000002);
+    EXPECT_EQ(send_and_receive(a, *b, 0, frame).size(), frame.size());
+
+    ASSERT_EQ(rte_eth_dev_set_link_down(a.port_id()), 0);
+    ASSERT_TRUE(link_view_becomes(a, false)) << "the interrupt thread never saw the link go down";
+    std::array<rte_mbuf*, 3> out{};
+    for (rte_mbuf*& mbuf : out) {
+        mbuf = a.copy_to_mbuf(0, frame);
+        ASSERT_NE(mbuf, nullptr);
+    }
+    EXPECT_EQ(a.send_frames(0, out.data(), out.size()), out.size()) << "taken, as a NIC would";
+    EXPECT_EQ(a.link_down_counters(0).tx_dropped_link_down, out.size());
+    EXPECT_EQ(rte_mempool_in_use_count(a.mempool(0)), 0U) << "the dropped frames were freed";
+    std::array<rte_mbuf*, 4> in{};
+    EXPECT_EQ(b->receive_frames(0, in.data(), in.size()), 0U) << "nothing reached the wire";
+
+    // B's frame waits on A's rx ring while A's link is down: A does not poll it.
+    rte_mbuf* towards_a = b->copy_to_mbuf(0, frame);
+    ASSERT_NE(towards_a, nullptr);
+    ASSERT_EQ(b->send_frames(0, &towards_a, 1), 1U);
+    EXPECT_EQ(a.receive_frames(0, in.data(), in.size()), 0U);
+    EXPECT_EQ(a.receive_frames(0, in.data(), in.size()), 0U);
+    EXPECT_EQ(a.link_down_counters(0).rx_polls_link_down, 2U);
+    EXPECT_FALSE(a.link_up());
+
+    ASSERT_EQ(rte_eth_dev_set_link_up(a.port_id()), 0);
+    ASSERT_TRUE(link_view_becomes(a, true)) << "the interrupt thread never saw the link come up";
+    ASSERT_EQ(a.receive_frames(0, in.data(), in.size()), 1U) << "the waiting frame arrives";
+    rte_pktmbuf_free(in[0]);
+    EXPECT_EQ(send_and_receive(a, *b, 0, frame).size(), frame.size());
+    EXPECT_EQ(a.link_down_counters(0).tx_dropped_link_down, out.size()) << "nothing more dropped";
+    EXPECT_EQ(a.link_down_counters(1).tx_dropped_link_down, 0U) << "no group 1";
+    EXPECT_FALSE(SwrocePort{}.link_up_cached());
+}
+
+// A port released on the EAL interrupt thread itself (a device removed from an interrupt or
+// alarm callback) stops there at once instead of waiting for that thread.
+TEST(SwrocePort, ReleasedOnTheInterruptThreadStopsInline) {
+    CrossedRingPorts rings("intr");
+    ASSERT_TRUE(rings.ok());
+    auto opened = SwrocePort::open(rings.name_a(), 1, std::nullopt, SOCKET_ID_ANY);
+    ASSERT_TRUE(opened.ok()) << opened.error().to_string();
+    struct Handoff {
+        SwrocePort port;
+        std::atomic<bool> done{false};
+    } handoff{std::move(opened).value(), {}};
+    const std::uint16_t id = handoff.port.port_id();
+    const auto release_here = [](void* arg) {
+        auto* h = static_cast<Handoff*>(arg);
+        h->port = SwrocePort{};
+        h->done.store(true);
+    };
+    ASSERT_EQ(rte_eal_alarm_set(1, release_here, &handoff), 0);
+    // Waiting on itself would take SwrocePort::interrupt_thread_wait_ms before giving up.
+    const std::uint64_t deadline = rte_get_tsc_cycles() + 2 * rte_get_tsc_hz();
+    while (!handoff.done.load() && rte_get_tsc_cycles() < deadline) {
+        rte_delay_us_sleep(1000);
+    }
+    ASSERT_TRUE(handoff.done.load()) << "releasing on the interrupt thread did not finish at once";
+    EXPECT_FALSE(has_owner(id));
+    rte_eth_link link{};
+    ASSERT_EQ(rte_eth_link_get_nowait(id, &link), 0);
+    EXPECT_EQ(link.link_status, RTE_ETH_LINK_DOWN) << "the ring port was stopped";
 }
 
 } // namespace
