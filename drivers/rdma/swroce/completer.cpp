@@ -20,7 +20,9 @@ void advance(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
     if (!roce::psn_after(psn, req.acked_psn)) {
         return;
     }
+    req.window.acknowledged(static_cast<std::uint32_t>(roce::psn_diff(psn, req.acked_psn)));
     req.acked_psn = psn;
+    req.probing = false;
     req.retries_left = qp.attr.retry_cnt;
     req.rnr_retries_left = qp.attr.rnr_retry;
     arm_timer(qp, now);

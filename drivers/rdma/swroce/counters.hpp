@@ -44,6 +44,7 @@ struct SwroceCounters {
     std::uint64_t naks_received = 0;
     std::uint64_t retransmissions = 0; // go-back-N restarts, whatever the cause
     std::uint64_t timeouts = 0;        // of them, transport timer expiries
+    std::uint64_t probes = 0;          // of them, stalls resent before the transport timer
     std::uint64_t read_restarts = 0;   // of them, READs asked again from a response gap
     std::uint64_t tx_no_mbuf = 0;
     FaultCounters rx_faults; // what the fault devargs did to received frames
@@ -94,6 +95,7 @@ void for_each_counter(Visit&& visit, Counters&... c) {
     visit("naks_received", c.naks_received...);
     visit("retransmissions", c.retransmissions...);
     visit("timeouts", c.timeouts...);
+    visit("probes", c.probes...);
     visit("read_restarts", c.read_restarts...);
     visit("tx_no_mbuf", c.tx_no_mbuf...);
     visit("tx_dropped", c.tx_dropped...);

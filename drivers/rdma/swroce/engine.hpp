@@ -25,10 +25,6 @@ struct rte_mbuf;
 namespace prdma::swroce {
 
 inline constexpr std::uint16_t burst_size = 32;
-// Go-back-N's price for one loss is what is in flight behind it: at most this many packets are
-// unacknowledged, and inside a long message every this many ask for an acknowledgement.
-inline constexpr std::uint32_t max_unacked_packets = 256;
-inline constexpr std::uint32_t ack_req_interval = 32;
 
 // Frames one progress call builds before it hands them to the port.
 struct TxBatch {

@@ -11,6 +11,7 @@
 #include <prdma/mem/region_io.hpp>
 #include <prdma/rdmadev/driver.hpp>
 
+#include "send_window.hpp"
 #include "work_ring.hpp"
 
 namespace prdma::swroce {
@@ -127,10 +128,16 @@ struct RequesterState {
     // ever transmitted; what came before still is, retransmissions included.
     bool send_stopped = false;
     std::uint64_t retransmit_deadline = 0; // TSC; 0 = nothing unacknowledged
+    // A stall (no ACK for several round trips: the last packets or their ACK lost) is resent
+    // at this TSC, long before the transport timer; each probe without progress doubles the wait.
+    std::uint64_t probe_deadline = 0;
+    std::uint32_t probes_without_progress = 0;
+    bool probing = false; // a probe is out: nothing beyond its one packet is sent until an answer
     int retries_left = 0;
     int rnr_retries_left = 0;
     std::uint64_t rnr_resume = 0;            // TSC at which an RNR-NAKed transmission may resume
     std::uint32_t packets_since_ack_req = 0; // AckReq cadence inside long messages
+    SendWindow window;
     // The last restart a sequence-error NAK or a READ gap caused, so the same loss reported twice
     // (a NAK re-sent for an AckReq, more responses past the gap) restarts once.
     std::uint32_t restart_psn = no_psn;

@@ -131,14 +131,16 @@ bool in_window(const SwroceQp& qp, const SendWqe& wqe, std::uint32_t psn) noexce
         return true;
     }
     const std::int32_t ahead = roce::psn_diff(psn, qp.req.acked_psn);
-    return ahead <= static_cast<std::int32_t>(max_unacked_packets);
+    if (PRDMA_UNLIKELY(qp.req.probing)) {
+        return ahead <= 1;
+    }
+    return ahead <= static_cast<std::int32_t>(qp.req.window.packets());
 }
 
-// The last packet of a message asks for an ACK (IBTA), and so does every ack_req_interval-th
-// packet inside a long one, so progress is acknowledged before the message ends and a loss is
-// noticed within that many packets.
+// The last packet of a message asks for an ACK (IBTA), and so does every few packets inside a
+// long one (SendWindow::ack_req_interval), so the window moves on before the message ends.
 bool asks_for_ack(SwroceQp& qp, const PacketPlan& plan) noexcept {
-    if (plan.last || ++qp.req.packets_since_ack_req >= ack_req_interval) {
+    if (plan.last || ++qp.req.packets_since_ack_req >= qp.req.window.ack_req_interval()) {
         qp.req.packets_since_ack_req = 0;
         return true;
     }

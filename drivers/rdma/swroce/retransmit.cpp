@@ -40,9 +40,27 @@ std::uint64_t rnr_timer_cycles(const SwroceDevice& dev, std::uint8_t code) noexc
     return micros[code & 31U] * dev.tsc_hz / 1'000'000;
 }
 
+namespace {
+
+// How long a stall may last before it is probed: eight smoothed round trips and at least 1 ms
+// (a peer's lcore may be descheduled that long on a shared core, and a needless probe resends a
+// window), doubled per probe that brought nothing; never past the transport timer, which alone
+// counts retries.
+std::uint64_t probe_wait(const SwroceQp& qp) noexcept {
+    const std::uint64_t floor = qp.device->tsc_hz / 1'000;
+    const std::uint64_t wait = std::max(8 * qp.req.srtt, floor)
+                               << std::min<std::uint32_t>(qp.req.probes_without_progress, 16);
+    const std::uint64_t timeout = transport_timeout_cycles(qp);
+    return timeout == 0 ? wait : std::min(wait, timeout / 2);
+}
+
+} // namespace
+
 void arm_timer(SwroceQp& qp, std::uint64_t now) noexcept {
     const std::uint64_t timeout = transport_timeout_cycles(qp);
     qp.req.retransmit_deadline = timeout == 0 ? 0 : now + timeout;
+    qp.req.probes_without_progress = 0;
+    qp.req.probe_deadline = now + probe_wait(qp);
 }
 
 // Every transmitted WQE from the one holding `from_psn` on is sent again from there: a message
@@ -84,13 +102,43 @@ bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now) noexc
         return false; // the same loss, reported again before our restart could be seen
     }
     rewind(qp, from_psn);
+    qp.req.probing = false;
+    qp.req.window.lost();
     qp.req.restart_psn = from_psn;
     qp.req.restart_tsc = now;
     return true;
 }
 
+namespace {
+
+// Go-back-N learns of a loss from the packets behind it; when nothing is behind it (the tail of
+// what was sent, or the ACK that would open the window, was lost) nothing would come back until
+// the transport timer. A probe resends the first unacknowledged packet alone, as TCP's tail loss
+// probe resends one segment: the responder takes it and ACKs, or re-ACKs all it has when it is a
+// duplicate (IBTA 9.7.5.1.3); either ACK ends the probe and go-back-N resumes from there. A
+// needless probe (a slow peer) costs one packet.
+void probe_stall(SwroceQp& qp, std::uint64_t now) noexcept {
+    RequesterState& req = qp.req;
+    if (req.rnr_resume > now) {
+        return; // waiting out an RNR NAK is not a stall
+    }
+    rewind(qp, roce::psn_next(req.acked_psn));
+    req.probing = true;
+    ++qp.device->counters_of(qp).probes;
+    ++req.probes_without_progress;
+    req.probe_deadline = now + probe_wait(qp);
+}
+
+} // namespace
+
 void check_timer(SwroceQp& qp, std::uint64_t now) noexcept {
-    if (qp.req.retransmit_deadline == 0 || now < qp.req.retransmit_deadline) {
+    if (qp.req.retransmit_deadline == 0) {
+        return;
+    }
+    if (now < qp.req.retransmit_deadline) {
+        if (now >= qp.req.probe_deadline) {
+            probe_stall(qp, now);
+        }
         return;
     }
     if (qp.req.retries_left-- <= 0) {
@@ -100,6 +148,8 @@ void check_timer(SwroceQp& qp, std::uint64_t now) noexcept {
     ++qp.device->counters_of(qp).timeouts;
     ++qp.counters.timeouts;
     rewind(qp, roce::psn_next(qp.req.acked_psn));
+    qp.req.probing = false;
+    qp.req.window.timed_out();
     qp.req.restart_psn = no_psn;
     arm_timer(qp, now);
 }
