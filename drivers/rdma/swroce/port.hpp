@@ -154,18 +154,10 @@ public:
         if (PRDMA_UNLIKELY(!link_up_cached())) {
             return drop_while_link_down(group, mbufs, count);
         }
-        if (!gated_) {
-            return rte_eth_tx_burst(port_id_, static_cast<std::uint16_t>(group), mbufs, count);
-        }
         // A closed gate sends nothing: the frames stay the caller's, as with a full ring.
-        BurstSlot& slot = shared_->bursts.slots[group];
-        if (PRDMA_UNLIKELY(!burst_gate::enter(slot))) {
-            return 0;
-        }
-        const std::uint16_t sent =
-            rte_eth_tx_burst(port_id_, static_cast<std::uint16_t>(group), mbufs, count);
-        burst_gate::leave(slot);
-        return sent;
+        return through_gate(group, [&] {
+            return rte_eth_tx_burst(port_id_, static_cast<std::uint16_t>(group), mbufs, count);
+        });
     }
     // Nothing while the link is down: the port is not polled at all then, so a driver that tears
     // its queues down with the link is entered as little as possible.
@@ -177,17 +169,9 @@ public:
             }
             return 0;
         }
-        if (!gated_) {
+        return through_gate(group, [&] {
             return rte_eth_rx_burst(port_id_, static_cast<std::uint16_t>(group), mbufs, count);
-        }
-        BurstSlot& slot = shared_->bursts.slots[group];
-        if (PRDMA_UNLIKELY(!burst_gate::enter(slot))) {
-            return 0;
-        }
-        const std::uint16_t received =
-            rte_eth_rx_burst(port_id_, static_cast<std::uint16_t>(group), mbufs, count);
-        burst_gate::leave(slot);
-        return received;
+        });
     }
 
     // A new single-segment mbuf from `group`'s pool holding a copy of `frame` (control frames
@@ -205,6 +189,21 @@ private:
         std::array<PortLinkDownCounters, PRDMA_MAX_QUEUE_GROUPS> counters{};
         GatedBursts bursts;
     };
+
+    // Runs `burst` (0 when the burst gate is closed) inside the gate when the port needs it.
+    template <typename Burst>
+    std::uint16_t through_gate(unsigned group, Burst&& burst) const noexcept {
+        if (!gated_) {
+            return burst();
+        }
+        BurstSlot& slot = shared_->bursts.slots[group];
+        if (PRDMA_UNLIKELY(!burst_gate::enter(slot))) {
+            return 0;
+        }
+        const std::uint16_t done = burst();
+        burst_gate::leave(slot);
+        return done;
+    }
 
     static void poll_link(void* arg) noexcept;
     std::uint16_t drop_while_link_down(unsigned group, rte_mbuf** mbufs,
