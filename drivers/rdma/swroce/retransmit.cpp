@@ -43,9 +43,9 @@ std::uint64_t rnr_timer_cycles(const SwroceDevice& dev, std::uint8_t code) noexc
 namespace {
 
 // How long a stall may last before it is probed: eight smoothed round trips and at least 1 ms
-// (a peer's lcore may be descheduled that long on a shared core, and a needless probe resends a
-// window), doubled per probe that brought nothing; never past the transport timer, which alone
-// counts retries.
+// (a peer's lcore may be descheduled that long on a shared core, and a needless probe still
+// stops the window until it is answered), doubled per probe that brought nothing; never past the
+// transport timer, which alone counts retries.
 std::uint64_t probe_wait(const SwroceQp& qp) noexcept {
     const std::uint64_t floor = qp.device->tsc_hz / 1'000;
     const std::uint64_t wait = std::max(8 * qp.req.srtt, floor)
