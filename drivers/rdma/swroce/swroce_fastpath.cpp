@@ -90,6 +90,11 @@ bool fill_wqe(const SwroceQp& qp, const rdma::SendWr& wr, SendWqe& wqe) noexcept
         }
         std::uint32_t at = 0;
         for (std::uint32_t i = 0; i < wr.num_sge; ++i) {
+            // An empty SGE may carry address 0, and memcpy from a null pointer is undefined
+            // even for zero bytes.
+            if (sges[i].length == 0) {
+                continue;
+            }
             std::memcpy(wqe.inline_data.data() + at, reinterpret_cast<const void*>(sges[i].addr),
                         sges[i].length);
             at += sges[i].length;

@@ -309,7 +309,9 @@ void inline_request(Session& s, Oob& oob, WrOpcode opcode, const std::vector<std
     wr.rdma.rkey = s.peer.rkey;
     post(s, wr);
     for (auto& source : sources) {
-        std::memset(source.data(), 0, source.size());
+        if (!source.empty()) { // an empty vector's data() may be null, which memset must not get
+            std::memset(source.data(), 0, source.size());
+        }
     }
     const WorkCompletion wc = wait_one(s);
     expect(wc.opcode == (opcode == WrOpcode::send ? WcOpcode::send : WcOpcode::rdma_write),

@@ -39,7 +39,7 @@ SendWr remote_wr(Session& s, WrOpcode op, std::uint64_t local, std::uint32_t len
 
 // Posts `bad` with a SEND right behind it: `bad` fails with `status`, the SEND is flushed, the QP
 // reports the error state, and a WR posted to it now is flushed as well.
-void expect_failure(Session& s, SendWr bad, WcStatus status, const std::string& what) {
+void expect_failure(Session& s, const SendWr& bad, WcStatus status, const std::string& what) {
     SendWr behind = wr_for(s, WrOpcode::send, 0, 8);
     behind.wr_id = 2;
     const SendWr both[] = {bad, behind};
