@@ -490,12 +490,16 @@ ProtectionDomain::ProtectionDomain(ProtectionDomain&& other) noexcept
     : pd_(std::exchange(other.pd_, nullptr)) {}
 ProtectionDomain& ProtectionDomain::operator=(ProtectionDomain&& other) noexcept {
     if (this != &other) {
-        (void)destroy();
+        release();
         pd_ = std::exchange(other.pd_, nullptr);
     }
     return *this;
 }
 ProtectionDomain::~ProtectionDomain() {
+    release();
+}
+
+void ProtectionDomain::release() noexcept {
     if (pd_ != nullptr && !destroy().ok()) {
         // Children still live: the PD goes with the last of them.
         std::exchange(pd_, nullptr)->handle_dropped = true;

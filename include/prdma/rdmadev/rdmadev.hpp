@@ -196,6 +196,7 @@ private:
                       unsigned page_shift, AccessFlags access, std::uint64_t request_id,
                       bool may_pend);
     Status dma_region(MemoryRegionHandle& out, std::uint64_t request_id, bool may_pend);
+    void release() noexcept; // destroy, or hand the PD to its last child
     detail::PdObject* pd_ = nullptr;
 };
 

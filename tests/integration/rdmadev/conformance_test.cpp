@@ -387,6 +387,19 @@ TEST_P(Conformance, ParentsAreBusyWhileChildrenLive) {
     EXPECT_TRUE(context.close().ok());
 }
 
+// Assigning over a PD that still has children is a drop, as its destructor is: the PD goes with
+// the last child instead of leaking (it leaked, and the context stayed busy for ever).
+TEST_P(Conformance, AssigningOverABusyPdHandsItToItsLastChild) {
+    Context context = open(pair_->a());
+    Objects objects = make_qp(context);
+    objects.pd = ProtectionDomain{};
+    EXPECT_EQ(context.resources().pds, 1U) << "the QP still holds it";
+    EXPECT_TRUE(objects.qp.destroy().ok());
+    EXPECT_TRUE(objects.cq.destroy().ok());
+    EXPECT_EQ(context.resources().total(), 0U);
+    EXPECT_TRUE(context.close().ok());
+}
+
 TEST_P(Conformance, ObjectsMayOutliveTheirContextHandle) {
     std::optional<Context> context(open(pair_->a()));
     auto pd = context->alloc_pd();
