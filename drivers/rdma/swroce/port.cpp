@@ -21,6 +21,7 @@
 #include <prdma/build_config.hpp>
 #include <prdma/format.hpp>
 
+#include "mbuf_pools.hpp"
 #include "swroce_log.hpp"
 
 namespace prdma::swroce {
@@ -299,8 +300,7 @@ Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue
     const unsigned pool_size = mempool_size_for(rx_descriptors, tx_descriptors);
     port.pools_.reserve(queue_groups);
     for (unsigned group = 0; group < queue_groups; ++group) {
-        // RTE_MEMPOOL_NAMESIZE is 29 characters: the port id, not its name, keeps it unique.
-        const std::string pool_name = strformat("swroce_p%u_g%u", unsigned{port_id}, group);
+        const std::string pool_name = mbuf_pools::name_for(port_id, group);
         rte_mempool* pool = rte_pktmbuf_pool_create(pool_name.c_str(), pool_size,
                                                     mempool_cache_size, 0, mbuf_data_room, socket);
         if (pool == nullptr) {
@@ -501,14 +501,7 @@ void SwrocePort::release() noexcept {
         owner_id_ = RTE_ETH_DEV_NO_OWNER;
     }
     for (rte_mempool* pool : pools_) {
-        // mbufs still out will be freed into a pool that no longer exists; say who to look at.
-        if (const unsigned in_use = rte_mempool_in_use_count(pool); in_use != 0) {
-            SWROCE_LOG(WARNING,
-                       "mbuf pool %s of ethdev %s is freed with %u mbufs still in use "
-                       "(held by the application or, on a ring port, not yet received by the peer)",
-                       pool->name, name_.c_str(), in_use);
-        }
-        rte_mempool_free(pool);
+        mbuf_pools::retire(pool);
     }
     pools_.clear();
     port_id_ = RTE_MAX_ETHPORTS;

@@ -17,6 +17,7 @@
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_mempool.h>
 #include <rte_ring.h>
 
 #include <prdma/build_config.hpp>
@@ -24,6 +25,7 @@
 
 #include "arp.hpp"
 #include "eal_environment.hpp"
+#include "mbuf_pools.hpp"
 #include "port.hpp"
 
 namespace prdma::swroce {
@@ -498,6 +500,31 @@ TEST(SwrocePort, LinkDownDropsWhatIsSentAndPollsNothing) {
     EXPECT_EQ(a.link_down_counters(0).tx_dropped_link_down, out.size()) << "nothing more dropped";
     EXPECT_EQ(a.link_down_counters(1).tx_dropped_link_down, 0U) << "no group 1";
     EXPECT_FALSE(SwrocePort{}.link_up_cached());
+}
+
+// A ring port hands its mbufs to the peer by pointer: frames A sent and B has not yet received
+// are A's. Releasing A must not free its pool under them; B's drain gives them back, and then the
+// pool goes. (A was freed at once, and B's drain wrote into freed memory: ASan found it.)
+TEST(SwrocePort, APoolWithMbufsOnThePeersRingOutlivesItsPort) {
+    CrossedRingPorts rings("retire");
+    ASSERT_TRUE(rings.ok());
+    auto a = SwrocePort::open(rings.name_a(), 1, std::nullopt, SOCKET_ID_ANY);
+    auto b = SwrocePort::open(rings.name_b(), 1, std::nullopt, SOCKET_ID_ANY);
+    ASSERT_TRUE(a.ok() && b.ok());
+    std::array<std::uint8_t, 60> frame{};
+    build_arp_request(frame, {0x02, 0, 0, 0, 0, 1}, 0x0a000001, 0x0a000002);
+    rte_mbuf* mbuf = a->copy_to_mbuf(0, frame);
+    ASSERT_NE(mbuf, nullptr);
+    ASSERT_EQ(a->send_frames(0, &mbuf, 1), 1U);
+    const std::string pool_name = a->mempool(0)->name;
+    const unsigned retired_before = mbuf_pools::retired();
+
+    *a = SwrocePort{};
+    EXPECT_NE(rte_mempool_lookup(pool_name.c_str()), nullptr) << "freed under B's ring";
+    EXPECT_EQ(mbuf_pools::retired(), retired_before + 1);
+    *b = SwrocePort{}; // drains its rx ring: A's frame goes home, and A's pool with it
+    EXPECT_EQ(rte_mempool_lookup(pool_name.c_str()), nullptr) << "the retired pool leaked";
+    EXPECT_EQ(mbuf_pools::retired(), retired_before);
 }
 
 // A port released on the EAL interrupt thread itself (a device removed from an interrupt or
