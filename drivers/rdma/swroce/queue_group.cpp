@@ -40,11 +40,24 @@ void receive(SwroceDevice& dev, unsigned group, std::uint64_t now) noexcept {
     }
 }
 
-// One QP's frames into the batch: the ACK or NAK it owes, READ responses, then its requester.
-// False when the port refused frames and nothing more may be made this progress.
+// One QP's frames into the batch: READ responses and atomic ACKs, the ACK or NAK it owes, then
+// its requester. False when the port refused frames and nothing more may be made this progress.
 bool serve(SwroceDevice& dev, unsigned group, SwroceQp& qp, TxBatch& tx,
            std::uint64_t now) noexcept {
-    if (qp.resp.ack_pending && qp.has_peer_mac()) {
+    if (qp.resp.responses_pending && qp.has_peer_mac() && qp.state() != rdma::QpState::err) {
+        send_responses(qp, tx);
+        if (tx.full()) {
+            if (!transmit(dev, group, tx)) {
+                return false;
+            }
+            send_responses(qp, tx);
+        }
+    }
+    // The owed ACK goes behind every response still to go: it covers each PSN before its own, and
+    // responses leave in PSN order (IBTA 9.7.5.1). Ahead of an atomic ACK or a READ response of an
+    // earlier request, it tells the requester that answer was lost, and it asks again.
+    const bool ack_may_go = !qp.resp.responses_pending || qp.state() == rdma::QpState::err;
+    if (qp.resp.ack_pending && ack_may_go && qp.has_peer_mac()) {
         if (tx.full() && !transmit(dev, group, tx)) {
             return false;
         }
@@ -54,15 +67,6 @@ bool serve(SwroceDevice& dev, unsigned group, SwroceQp& qp, TxBatch& tx,
             // queues (the requester learns of it from the NAK).
             qp.resp.error_after_nak = false;
             fail_responder(qp);
-        }
-    }
-    if (qp.resp.responses_pending && qp.has_peer_mac() && qp.state() != rdma::QpState::err) {
-        send_responses(qp, tx);
-        if (tx.full()) {
-            if (!transmit(dev, group, tx)) {
-                return false;
-            }
-            send_responses(qp, tx);
         }
     }
     run_requester(qp, tx, now);

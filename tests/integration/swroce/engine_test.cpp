@@ -23,6 +23,7 @@
 #include <prdma/rdmadev/fastpath.hpp>
 #include <prdma/rdmadev/rdmadev.hpp>
 #include <prdma/roce/packet.hpp>
+#include <prdma/roce/psn.hpp>
 
 #include "../rdmadev/device_pair.hpp"
 #include "eal_environment.hpp"
@@ -1774,6 +1775,49 @@ TEST_F(PeerFrameTest, WriteOutOfSequenceOrBeyondItsRethIsRefused) {
     for (std::size_t i = 0; i < 4096; ++i) {
         ASSERT_EQ(b_->data()[i], 0x5a) << i;
     }
+}
+
+// Responses leave in PSN order: when one burst brings a SEND, an atomic and another SEND, the
+// atomic ACK goes before the ACK of the SEND after it. (The coalesced ACK used to go first; the
+// requester took it as the atomic's answer lost, asked again, got the same order again and ran
+// out of retries: a slow build with duplicated frames failed the fault matrix that way.)
+TEST_F(PeerFrameTest, AnAckNeverOvertakesTheAtomicAckOfAnEarlierRequest) {
+    post_receive(*b_, 1, 0, 64);
+    post_receive(*b_, 2, 64, 64);
+    std::vector<std::uint8_t> payload(64, 0x11);
+    auto* word = reinterpret_cast<std::uint64_t*>(b_->data() + 4096);
+    *word = 5;
+    ASSERT_TRUE(inject(from_a(roce::Opcode::rc_send_only, 1000), payload));
+    roce::FrameHeaders add = from_a(roce::Opcode::rc_fetch_add, 1001);
+    add.atomic_eth = {b_->addr() + 4096, b_->mr.rkey(), 3, 0};
+    ASSERT_TRUE(inject(add, {}));
+    roce::FrameHeaders last = from_a(roce::Opcode::rc_send_only, 1002);
+    last.bth.ack_req = true;
+    ASSERT_TRUE(inject(last, payload));
+    (void)poll_b();
+    EXPECT_EQ(*word, 8U);
+    std::array<rte_mbuf*, 32> sent{};
+    const std::uint16_t n = rte_eth_rx_burst(port_a_, 0, sent.data(), sent.size());
+    std::vector<std::pair<roce::Opcode, std::uint32_t>> order;
+    for (std::uint16_t i = 0; i < n; ++i) {
+        const roce::ParsedFrame f = roce::parse_roce_frame(
+            {rte_pktmbuf_mtod(sent[i], const std::uint8_t*), rte_pktmbuf_data_len(sent[i])});
+        if (f.ok()) {
+            order.emplace_back(f.opcode(), f.bth.psn);
+        }
+    }
+    rte_pktmbuf_free_bulk(sent.data(), n);
+    ASSERT_FALSE(order.empty());
+    bool atomic_ack_seen = false;
+    for (const auto& [opcode, psn] : order) {
+        if (opcode == roce::Opcode::rc_atomic_acknowledge) {
+            EXPECT_EQ(psn, 1001U);
+            atomic_ack_seen = true;
+        } else if (opcode == roce::Opcode::rc_acknowledge && roce::psn_after(psn, 1000)) {
+            EXPECT_TRUE(atomic_ack_seen) << "the ACK of PSN " << psn << " went first";
+        }
+    }
+    EXPECT_TRUE(atomic_ack_seen);
 }
 
 // While the port refuses every frame, outstanding work still times out: retry_exceeded on time,
