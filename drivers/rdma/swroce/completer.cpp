@@ -22,6 +22,7 @@ void advance(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
     }
     req.window.acknowledged(static_cast<std::uint32_t>(roce::psn_diff(psn, req.acked_psn)));
     req.acked_psn = psn;
+    skip_acknowledged(qp);
     req.probing = false;
     req.retries_left = qp.attr.retry_cnt;
     req.rnr_retries_left = qp.attr.rnr_retry;

@@ -84,6 +84,10 @@ std::uint64_t rnr_timer_cycles(const SwroceDevice& dev, std::uint8_t code) noexc
 void arm_timer(SwroceQp& qp, std::uint64_t now) noexcept;
 // Go back N: the next requester pass resends from `from_psn`.
 void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept;
+// After a rewind, the responder may acknowledge packets the requester was about to send again
+// (a probe answered by an ACK of everything: the peer was slow, nothing was lost): they are not
+// sent again.
+void skip_acknowledged(SwroceQp& qp) noexcept;
 // The restart a sequence-error NAK or a READ response gap asks for, at once; false when it is a
 // report of a loss already being repaired.
 bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now) noexcept;

@@ -123,6 +123,9 @@ struct RequesterState {
     // The last PSN the responder acknowledged (cumulatively, or implicitly by a response): a
     // go-back-N restart resends from the packet after it, never from the start of a message.
     std::uint32_t acked_psn = 0;
+    // The highest PSN ever put on the wire (a READ or atomic: the last of its span), restarts
+    // or not: what a stall probe resends.
+    std::uint32_t sent_psn = 0;
     bool reads_posted = false; // a READ or atomic was ever posted (never reset)
     // A WR failed where it stands (FAST_REG rules, a bad WR at post): nothing posted after it is
     // ever transmitted; what came before still is, retransmissions included.
@@ -133,6 +136,7 @@ struct RequesterState {
     std::uint64_t probe_deadline = 0;
     std::uint32_t probes_without_progress = 0;
     bool probing = false; // a probe is out: nothing beyond its one packet is sent until an answer
+    std::uint32_t probe_psn = 0;
     int retries_left = 0;
     int rnr_retries_left = 0;
     std::uint64_t rnr_resume = 0;            // TSC at which an RNR-NAKed transmission may resume

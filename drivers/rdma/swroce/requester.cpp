@@ -132,7 +132,7 @@ bool in_window(const SwroceQp& qp, const SendWqe& wqe, std::uint32_t psn) noexce
     }
     const std::int32_t ahead = roce::psn_diff(psn, qp.req.acked_psn);
     if (PRDMA_UNLIKELY(qp.req.probing)) {
-        return ahead <= 1;
+        return !roce::psn_after(psn, qp.req.probe_psn);
     }
     return ahead <= static_cast<std::int32_t>(qp.req.window.packets());
 }
@@ -169,9 +169,15 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
             fail_qp(qp, rdma::WcStatus::local_protection_error);
             return false;
         }
-        h.bth.ack_req = asks_for_ack(qp, plan);
+        // A probe must be answered, wherever in a message it falls.
+        h.bth.ack_req = asks_for_ack(qp, plan) || qp.req.probing;
         if (!emit(qp, tx, h, Payload{&wqe, nullptr, 0, plan.offset, plan.length})) {
             return false;
+        }
+        const std::uint32_t last_psn =
+            wqe.is_read_or_atomic() ? roce::psn_add(wqe.first_psn, wqe.psn_span - 1) : h.bth.psn;
+        if (roce::psn_after(last_psn, qp.req.sent_psn)) {
+            qp.req.sent_psn = last_psn;
         }
         if (h.bth.ack_req && !qp.req.timing && !wqe.is_read_or_atomic()) {
             qp.req.timing = true;

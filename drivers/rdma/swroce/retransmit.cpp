@@ -97,6 +97,26 @@ void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept {
     ++qp.counters.retransmissions;
 }
 
+void skip_acknowledged(SwroceQp& qp) noexcept {
+    while (qp.req.send_offset < qp.send_queue.size()) {
+        SendWqe& wqe = qp.send_queue.at(qp.req.send_offset);
+        // A READ or atomic is answered by its responses, never by an ACK.
+        if (!wqe.assigned || wqe.is_local() || wqe.is_read_or_atomic()) {
+            return;
+        }
+        const std::int32_t acked = roce::psn_diff(qp.req.acked_psn, wqe.first_psn) + 1;
+        if (acked <= static_cast<std::int32_t>(wqe.next_packet)) {
+            return;
+        }
+        if (acked < static_cast<std::int32_t>(wqe.psn_span)) {
+            wqe.next_packet = static_cast<std::uint32_t>(acked);
+            return;
+        }
+        wqe.next_packet = wqe.psn_span; // all of it arrived: transmitted, as far as we care
+        ++qp.req.send_offset;
+    }
+}
+
 bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now) noexcept {
     if (qp.req.restart_psn == from_psn && now - qp.req.restart_tsc < restart_guard(qp)) {
         return false; // the same loss, reported again before our restart could be seen
@@ -113,16 +133,18 @@ namespace {
 
 // Go-back-N learns of a loss from the packets behind it; when nothing is behind it (the tail of
 // what was sent, or the ACK that would open the window, was lost) nothing would come back until
-// the transport timer. A probe resends the first unacknowledged packet alone, as TCP's tail loss
-// probe resends one segment: the responder takes it and ACKs, or re-ACKs all it has when it is a
-// duplicate (IBTA 9.7.5.1.3); either ACK ends the probe and go-back-N resumes from there. A
-// needless probe (a slow peer) costs one packet.
+// the transport timer. A probe resends the last packet sent, alone and asking for an ACK, as
+// TCP's tail loss probe does. The responder's answer says where it stands (IBTA 9.7.5.1.3): it
+// had everything (a slow peer, or a lost ACK): a duplicate, re-ACKed, nothing else resent; the
+// last packet alone was lost: taken and ACKed; more was lost: out of sequence, NAKed, and
+// go-back-N restarts from the first missing packet. A needless probe costs one packet.
 void probe_stall(SwroceQp& qp, std::uint64_t now) noexcept {
     RequesterState& req = qp.req;
     if (req.rnr_resume > now) {
         return; // waiting out an RNR NAK is not a stall
     }
-    rewind(qp, roce::psn_next(req.acked_psn));
+    rewind(qp, req.sent_psn);
+    req.probe_psn = req.sent_psn;
     req.probing = true;
     ++qp.device->counters_of(qp).probes;
     ++req.probes_without_progress;

@@ -232,6 +232,7 @@ void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) no
     if ((mask & rdma::qp_attr_sq_psn) != 0) {
         qp.req.send_psn = attr.sq_psn & roce::psn_mask;
         qp.req.acked_psn = roce::psn_sub(qp.req.send_psn, 1); // nothing sent, nothing missing
+        qp.req.sent_psn = qp.req.acked_psn;
     }
     if ((mask & rdma::qp_attr_rq_psn) != 0) {
         qp.resp.expected_psn = attr.rq_psn;

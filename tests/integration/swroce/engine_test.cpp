@@ -362,6 +362,32 @@ TEST_F(EngineTest, InlineAndMultiSgeAndUnsignaled) {
     EXPECT_EQ(std::memcmp(b_->data() + 16384 + 110, a_->data() + 150, 50), 0);
 }
 
+// A slow peer, not a lossy one: the stall probe resends the first packet, the peer then ACKs
+// everything it had, and nothing more goes again. (The requester resent the rest of the WRITE
+// after the probe: a descheduled peer drew 63 needless packets.)
+TEST_F(EngineTest, AProbeAnsweredByAnAckOfEverythingResendsNothingElse) {
+    constexpr std::uint32_t packets = 64; // 1 KiB MTU
+    fill(*a_, 0, packets * 1024, 3);
+    SendWr write = send_wr(*a_, WrOpcode::rdma_write, 0, packets * 1024);
+    write.rdma.remote_addr = b_->addr() + 256 * 1024;
+    write.rdma.rkey = b_->mr.rkey();
+    ASSERT_EQ(post_send(a_->qp, &write, 1), 1);
+    // Only a polls, for less than its transport timeout (~4 ms) and more than the probe wait.
+    WorkCompletion wc[4];
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(2500);
+    while (std::chrono::steady_clock::now() < until) {
+        ASSERT_EQ(poll_cq(a_->cq, wc, 4), 0);
+    }
+    const std::uint64_t probes = counter(*a_, "probes");
+    ASSERT_GE(probes, 1U) << "no probe in 2.5 ms";
+    ASSERT_EQ(counter(*a_, "timeouts"), 0U) << "the test polled too long";
+    const auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
+    EXPECT_EQ(counter(*a_, "tx_packets"), packets + probes) << "packets sent twice";
+    EXPECT_EQ(std::memcmp(b_->data() + 256 * 1024, a_->data(), packets * 1024), 0);
+}
+
 // An empty SGE is legal and may carry address 0 (verbs ignores its address): an inline post
 // copies nothing from it. Under UBSan the copy from a null pointer failed this test.
 TEST_F(EngineTest, InlineSendSkipsAnEmptySge) {
