@@ -59,6 +59,22 @@ struct FastRegFields {
     std::uint8_t page_shift = 12;
 };
 
+// The per-opcode parts of a SendWr. Named, not anonymous: ISO C++ has no anonymous structs, and
+// clang says so under -Wpedantic.
+struct RdmaFields {
+    std::uint64_t remote_addr;
+    std::uint32_t rkey;
+};
+struct AtomicFields {
+    std::uint64_t remote_addr;
+    std::uint64_t compare_add; // compare (CMP_SWAP) or add (FETCH_ADD)
+    std::uint64_t swap;
+    std::uint32_t rkey;
+};
+struct LocalInvFields {
+    std::uint32_t key;
+};
+
 // One send-queue work request; 128 bytes. num_sge == 1 uses `sge`, more use `sg_list`.
 struct PRDMA_CACHE_ALIGNED SendWr {
     std::uint64_t wr_id = 0;
@@ -69,20 +85,10 @@ struct PRDMA_CACHE_ALIGNED SendWr {
     Sge sge{};
     const Sge* sg_list = nullptr;
     union {
-        struct {
-            std::uint64_t remote_addr;
-            std::uint32_t rkey;
-        } rdma;
-        struct {
-            std::uint64_t remote_addr;
-            std::uint64_t compare_add; // compare (CMP_SWAP) or add (FETCH_ADD)
-            std::uint64_t swap;
-            std::uint32_t rkey;
-        } atomic;
+        RdmaFields rdma;
+        AtomicFields atomic;
         FastRegFields fast_reg;
-        struct {
-            std::uint32_t key;
-        } local_inv;
+        LocalInvFields local_inv;
     };
 
     SendWr() : fast_reg{} {}
