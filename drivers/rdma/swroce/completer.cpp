@@ -1,6 +1,7 @@
 // The completer (IBTA 9.7.5, rxe_comp.c): ACKs complete send WQEs in order, READ responses and
 // atomic ACKs are placed into the requester's buffers, NAKs restart (sequence error, RNR) or fail
 // the QP (remote access, remote operation, invalid request).
+#include <algorithm>
 #include <cstring>
 
 #include <prdma/mem/sge_cursor.hpp>
@@ -151,8 +152,13 @@ void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64
             fail_qp(qp, rdma::WcStatus::bad_response_error);
             return;
         }
+        // Every response carries one MTU but the last, which carries the rest (IBTA 9.7.5.1.5;
+        // a READ asked again from a later byte still answers in whole MTUs from there): any
+        // other length would leave a hole in the target that completes in success.
         const std::uint32_t offset = target.responses * qp.mtu();
-        if (offset + frame.payload.size() > target.length) {
+        const std::uint32_t due =
+            offset < target.length ? std::min(qp.mtu(), target.length - offset) : 0;
+        if (frame.payload.size() != due) {
             fail_qp(qp, rdma::WcStatus::bad_response_error);
             return;
         }
@@ -203,6 +209,13 @@ void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) n
     const roce::AethClass type = roce::classify_aeth(frame.aeth.syndrome);
     if (type == roce::AethClass::ack) {
         acknowledge(qp, psn, now);
+        return;
+    }
+    if (!roce::psn_after(psn, qp.req.acked_psn)) {
+        // A NAK names the responder's expected PSN, which it has since acknowledged: stale
+        // (reordered on the way) or forged. It fails nothing and restarts nothing.
+        ++qp.device->counters_of(qp).duplicates;
+        ++qp.counters.duplicates;
         return;
     }
     ++qp.device->counters_of(qp).naks_received;

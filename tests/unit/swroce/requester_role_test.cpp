@@ -1,0 +1,107 @@
+// The requester role (requester.cpp) run by hand: the packets a WQE becomes (opcodes, PSNs,
+// headers, payload, AckReq cadence) and what bounds how many go out (the send window,
+// max_rd_atomic), read back from the TxBatch it fills.
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include <prdma/roce/psn.hpp>
+
+#include "role_fixture.hpp"
+
+namespace prdma::swroce::test {
+namespace {
+
+using roce::Opcode;
+
+using RequesterRoleTest = RoleTest;
+
+TEST_F(RequesterRoleTest, AMultiPacketWriteIsFirstMiddlesLastWithConsecutivePsns) {
+    constexpr std::uint32_t first_psn = 0xfffffe; // the message crosses the PSN wrap
+    connect(rq_psn, first_psn);
+    constexpr std::uint32_t packets = 35; // more than one AckReq interval
+    constexpr std::uint32_t length = packets * mtu - 100;
+    constexpr std::uint64_t peer_va = 0x70000000;
+    const auto data = pattern(length, 0x21);
+    std::memcpy(local(0), data.data(), length);
+    post_deferred(write_wr(1, 0, length, peer_va));
+    const std::uint32_t interval = qp().req.window.ack_req_interval();
+    ASSERT_GT(interval, 1U);
+    ASSERT_LT(interval, packets) << "the message must span a mid-message AckReq";
+
+    const SentFrames sent = run_requester_once(tsc());
+    ASSERT_EQ(sent.size(), packets);
+    for (std::uint32_t i = 0; i < packets; ++i) {
+        SCOPED_TRACE(i);
+        const roce::ParsedFrame& f = sent[i];
+        const bool last = i + 1 == packets;
+        const Opcode expected = i == 0 ? Opcode::rc_rdma_write_first
+                                : last ? Opcode::rc_rdma_write_last
+                                       : Opcode::rc_rdma_write_middle;
+        EXPECT_EQ(f.opcode(), expected);
+        EXPECT_EQ(f.bth.psn, roce::psn_add(first_psn, i));
+        EXPECT_EQ(f.bth.dest_qp, peer_qpn);
+        EXPECT_EQ(f.eth.dst, peer_mac);
+        EXPECT_EQ(f.ipv4.src, our_ip);
+        EXPECT_EQ(f.ipv4.dst, peer_ip);
+        EXPECT_EQ(f.has(roce::ExtHeader::reth), i == 0) << "RETH on FIRST only";
+        // AckReq on the last packet and every `interval` packets inside the message.
+        EXPECT_EQ(f.bth.ack_req, last || (i + 1) % interval == 0);
+        const std::uint32_t bytes = last ? length - i * mtu : mtu;
+        ASSERT_EQ(f.payload.size(), bytes);
+        EXPECT_EQ(std::memcmp(f.payload.data(), data.data() + std::size_t{i} * mtu, bytes), 0);
+    }
+    EXPECT_EQ(sent[0].reth.va, peer_va);
+    EXPECT_EQ(sent[0].reth.rkey, 0x1234U);
+    EXPECT_EQ(sent[0].reth.dma_length, length);
+    EXPECT_EQ(qp().req.send_psn, roce::psn_add(first_psn, packets));
+    EXPECT_EQ(run_requester_once(tsc()).size(), 0U) << "each packet goes once";
+}
+
+TEST_F(RequesterRoleTest, TheSendWindowCapsThePacketsInFlight) {
+    const std::uint32_t window = qp().req.window.packets();
+    const std::uint32_t packets = window + 44;
+    ASSERT_LE(std::size_t{packets} * mtu, local_length);
+    post_deferred(write_wr(1, 0, packets * mtu, 0x70000000));
+    const std::uint64_t now = tsc();
+
+    std::uint32_t in_flight = 0;
+    for (int pass = 0; pass < 16; ++pass) {
+        const SentFrames sent = run_requester_once(now);
+        if (sent.size() == 0) {
+            break;
+        }
+        for (std::size_t i = 0; i < sent.size(); ++i) {
+            EXPECT_EQ(sent[i].bth.psn, sq_psn + in_flight + i);
+        }
+        in_flight += static_cast<std::uint32_t>(sent.size());
+    }
+    EXPECT_EQ(in_flight, window) << "no packet beyond the window until an ACK";
+
+    // Ten packets acknowledged: ten more may go, no more.
+    acknowledge(sq_psn + 9, roce::ack_syndrome(), now);
+    const SentFrames more = run_requester_once(now);
+    ASSERT_EQ(more.size(), 10U);
+    EXPECT_EQ(more[0].bth.psn, sq_psn + window);
+    EXPECT_EQ(more[9].bth.psn, sq_psn + window + 9);
+    EXPECT_EQ(run_requester_once(now).size(), 0U);
+}
+
+TEST_F(RequesterRoleTest, MaxRdAtomicCapsTheReadsOutstanding) {
+    const std::uint32_t limit = qp().attr.max_rd_atomic;
+    ASSERT_GT(limit, 0U);
+    for (std::uint32_t i = 0; i < limit + 2; ++i) {
+        post_deferred(read_wr(i + 1, std::size_t{i} * 1024, 100, 0x80000 + i * 0x1000));
+    }
+    const SentFrames sent = run_requester_once(tsc());
+    ASSERT_EQ(sent.size(), limit);
+    for (std::uint32_t i = 0; i < limit; ++i) {
+        EXPECT_EQ(sent[i].opcode(), Opcode::rc_rdma_read_request);
+        EXPECT_EQ(sent[i].bth.psn, sq_psn + i);
+        EXPECT_TRUE(sent[i].bth.ack_req);
+    }
+    EXPECT_EQ(qp().req.send_offset, limit);
+}
+
+} // namespace
+} // namespace prdma::swroce::test
