@@ -131,6 +131,21 @@ bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now) noexc
 
 namespace {
 
+// The WQE whose packets include `psn`, or nullptr.
+const SendWqe* wqe_holding(SwroceQp& qp, std::uint32_t psn) noexcept {
+    for (std::uint32_t i = 0; i < qp.send_queue.size(); ++i) {
+        const SendWqe& wqe = qp.send_queue.at(i);
+        if (!wqe.assigned) {
+            break;
+        }
+        const std::int32_t into = roce::psn_diff(psn, wqe.first_psn);
+        if (!wqe.is_local() && into >= 0 && into < static_cast<std::int32_t>(wqe.psn_span)) {
+            return &wqe;
+        }
+    }
+    return nullptr;
+}
+
 // Go-back-N learns of a loss from the packets behind it; when nothing is behind it (the tail of
 // what was sent, or the ACK that would open the window, was lost) nothing would come back until
 // the transport timer. A probe resends the last packet sent, alone and asking for an ACK, as
@@ -143,8 +158,12 @@ void probe_stall(SwroceQp& qp, std::uint64_t now) noexcept {
     if (req.rnr_resume > now) {
         return; // waiting out an RNR NAK is not a stall
     }
-    rewind(qp, req.sent_psn);
-    req.probe_psn = req.sent_psn;
+    // A READ at the tail is asked again from its first missing byte instead: responses are
+    // placed for the oldest READ only, so resending the last one would replay all of it.
+    const SendWqe* last = wqe_holding(qp, req.sent_psn);
+    const bool read = last != nullptr && last->wr.opcode == rdma::WrOpcode::rdma_read;
+    req.probe_psn = read ? roce::psn_next(req.acked_psn) : req.sent_psn;
+    rewind(qp, req.probe_psn);
     req.probing = true;
     ++qp.device->counters_of(qp).probes;
     ++req.probes_without_progress;
