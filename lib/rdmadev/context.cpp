@@ -113,7 +113,7 @@ Result<Context> Context::open(DeviceId device) {
 
 Status Context::close() {
     if (!state_) {
-        return Error(StatusCode::invalid_parameter, "the context is not open");
+        return detail::context_closed_error();
     }
     const Resources& held = state_->resources;
     if (held.total() > 0) {
@@ -135,6 +135,9 @@ Context::Resources Context::resources() const {
 }
 
 Status Context::query_device(void* buffer, std::uint32_t* size, std::uint32_t version) const {
+    if (!state_) {
+        return detail::context_closed_error();
+    }
     if (Status args = check_query_args(size, version); !args.ok()) {
         return args;
     }
@@ -174,6 +177,9 @@ Status Context::query_device(void* buffer, std::uint32_t* size, std::uint32_t ve
 
 Status Context::query_port(std::uint8_t port, void* buffer, std::uint32_t* size,
                            std::uint32_t version) const {
+    if (!state_) {
+        return detail::context_closed_error();
+    }
     if (Status args = check_query_args(size, version); !args.ok()) {
         return args;
     }
@@ -210,7 +216,7 @@ std::size_t Context::poll_control(std::span<ControlCompletion> out) {
 
 Result<std::vector<Counter>> Context::query_stats() const {
     if (!state_) {
-        return Error(StatusCode::invalid_parameter, "the context is not open");
+        return detail::context_closed_error();
     }
     driver::Device* dev = detail::live_device(*state_);
     if (dev == nullptr) {
@@ -238,6 +244,11 @@ std::size_t Context::poll_events(std::span<Event> out) {
 }
 
 namespace detail {
+
+Error context_closed_error() {
+    return {StatusCode::invalid_parameter,
+            "the context is closed (or was moved from); open another with Context::open"};
+}
 
 void fail_pending_requests(ContextState& context) {
     // Finishing may free the last object holding the context.

@@ -302,6 +302,24 @@ Error removed(const ContextState& context) {
     return detail::device_removed_error(context.device);
 }
 
+// Seed 002: exactly one of MEM_READ, MEM_WRITE, MEM_READWRITE; anything else is invalid flags.
+Status check_wsp_access(mem::WspAccess access) {
+    const auto raw = static_cast<unsigned>(access);
+    const auto known = static_cast<unsigned>(mem::WspAccess::read_write);
+    if ((raw & ~known) != 0) {
+        return Error(StatusCode::invalid_parameter,
+                     strformat("WSP access 0x%x has unknown bits 0x%x; use read (0x1), write (0x2) "
+                               "or read_write (0x3)",
+                               raw, raw & ~known));
+    }
+    if (raw == 0) {
+        return Error(StatusCode::invalid_parameter,
+                     "WSP access 0x0 grants nothing; use read (0x1), write (0x2) or read_write "
+                     "(0x3)");
+    }
+    return {};
+}
+
 Error not_ready(const char* what, bool creating) {
     return creating ? Error(StatusCode::busy,
                             strformat("the %s's creation is still pending; poll_control until it "
@@ -315,9 +333,100 @@ Error not_ready(const char* what, bool creating) {
 
 // ---- Context: object creation -----------------------------------------------------------------
 
+namespace {
+
+void append(std::string& list, std::string_view item, std::string_view separator) {
+    if (!list.empty()) {
+        list += separator;
+    }
+    list += item;
+}
+
+// Names every cap that is zero or above its device limit, so the caller can fix them all at once.
+Status check_qp_caps(const QpCaps& caps, const DeviceAttr& attr) {
+    struct Limit {
+        const char* name;
+        std::uint32_t value;
+        const char* device_name;
+        std::uint32_t device_max;
+        bool may_be_zero;
+    };
+    const Limit limits[] = {
+        {"max_send_wr", caps.max_send_wr, "max_qp_wr", attr.max_qp_wr, false},
+        {"max_recv_wr", caps.max_recv_wr, "max_qp_wr", attr.max_qp_wr, false},
+        {"max_send_sge", caps.max_send_sge, "max_sge", attr.max_sge, false},
+        {"max_recv_sge", caps.max_recv_sge, "max_sge", attr.max_sge, false},
+        {"max_inline_data", caps.max_inline_data, "max_inline_data", attr.max_inline_data, true},
+    };
+    std::string zero;
+    unsigned zeros = 0;
+    std::string over;
+    for (const Limit& limit : limits) {
+        if (limit.value == 0 && !limit.may_be_zero) {
+            append(zero, limit.name, ", ");
+            ++zeros;
+        } else if (limit.value > limit.device_max) {
+            append(over,
+                   strformat("%s %u exceeds the device's %s %u", limit.name, limit.value,
+                             limit.device_name, limit.device_max),
+                   "; ");
+        }
+    }
+    std::string message;
+    if (zeros == 1) {
+        message = "QP cap " + zero + " is 0; it must be at least 1";
+    } else if (zeros > 1) {
+        message = "QP caps " + zero + " are 0; each must be at least 1";
+    }
+    if (!over.empty()) {
+        append(message, "QP caps: " + over, "; ");
+    }
+    if (message.empty()) {
+        return {};
+    }
+    return Error(StatusCode::invalid_parameter, message);
+}
+
+} // namespace
+
+Status Context::check_qp_parts(const QpInitAttr& init, const ContextState& context) {
+    const PdObject* pd = init.pd != nullptr ? init.pd->pd_ : nullptr;
+    const CqObject* send_cq = init.send_cq != nullptr ? init.send_cq->cq_ : nullptr;
+    const CqObject* recv_cq = init.recv_cq != nullptr ? init.recv_cq->cq_ : nullptr;
+    if (pd == nullptr || send_cq == nullptr || recv_cq == nullptr) {
+        std::string missing;
+        if (pd == nullptr) {
+            append(missing, "PD", ", ");
+        }
+        if (send_cq == nullptr) {
+            append(missing, "send CQ", ", ");
+        }
+        if (recv_cq == nullptr) {
+            append(missing, "receive CQ", ", ");
+        }
+        return Error(StatusCode::invalid_parameter,
+                     "a QP needs a PD, a send CQ and a receive CQ; missing: " + missing);
+    }
+    std::string foreign;
+    if (pd->context.get() != &context) {
+        append(foreign, "PD", ", ");
+    }
+    if (send_cq->context.get() != &context) {
+        append(foreign, "send CQ", ", ");
+    }
+    if (recv_cq->context.get() != &context) {
+        append(foreign, "receive CQ", ", ");
+    }
+    if (!foreign.empty()) {
+        return Error(StatusCode::invalid_parameter,
+                     "the " + foreign + " of a QP must belong to the context that creates it");
+    }
+    return {};
+}
+
 Result<ProtectionDomain> Context::alloc_pd() {
     if (!state_) {
-        return Error(StatusCode::invalid_parameter, "the context is not open");
+        return detail::context_closed_error();
     }
     if (detail::live_device(*state_) == nullptr) {
         return removed(*state_);
@@ -347,7 +456,7 @@ Status Context::create_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t
 Status Context::make_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t queue_group,
                         std::uint64_t request_id, bool may_pend) {
     if (!state_) {
-        return Error(StatusCode::invalid_parameter, "the context is not open");
+        return detail::context_closed_error();
     }
     driver::Device* dev = detail::live_device(*state_);
     if (dev == nullptr) {
@@ -401,23 +510,18 @@ Status Context::create_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t 
 Status Context::make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t request_id,
                         bool may_pend) {
     if (!state_) {
-        return Error(StatusCode::invalid_parameter, "the context is not open");
+        return detail::context_closed_error();
     }
     driver::Device* dev = detail::live_device(*state_);
     if (dev == nullptr) {
         return removed(*state_);
     }
-    if (init.pd == nullptr || !*init.pd || init.send_cq == nullptr || !*init.send_cq ||
-        init.recv_cq == nullptr || !*init.recv_cq) {
-        return Error(StatusCode::invalid_parameter, "a QP needs a PD, a send CQ and a receive CQ");
+    if (Status parts = check_qp_parts(init, *state_); !parts.ok()) {
+        return parts;
     }
     PdObject* pd = init.pd->pd_;
     CqObject* send_cq = init.send_cq->cq_;
     CqObject* recv_cq = init.recv_cq->cq_;
-    if (pd->context.get() != state_.get() || send_cq->context.get() != state_.get() ||
-        recv_cq->context.get() != state_.get()) {
-        return Error(StatusCode::invalid_parameter, "PD and CQs must belong to this context");
-    }
     for (const CqObject* cq : {send_cq, recv_cq}) {
         if (cq->creating || cq->driver == nullptr) {
             return not_ready("CQ", cq->creating);
@@ -429,18 +533,9 @@ Status Context::make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t re
                                "group: a QP is polled by one lcore",
                                send_cq->queue_group, recv_cq->queue_group));
     }
-    const DeviceAttr& attr = dev->config.attr;
     const QpCaps& caps = init.caps;
-    if (caps.max_send_wr == 0 || caps.max_send_wr > attr.max_qp_wr || caps.max_recv_wr == 0 ||
-        caps.max_recv_wr > attr.max_qp_wr || caps.max_send_sge == 0 ||
-        caps.max_send_sge > attr.max_sge || caps.max_recv_sge == 0 ||
-        caps.max_recv_sge > attr.max_sge || caps.max_inline_data > attr.max_inline_data) {
-        return Error(StatusCode::invalid_parameter,
-                     strformat("QP caps (wr %u/%u, sge %u/%u, inline %u) exceed the device "
-                               "(wr %u, sge %u, inline %u)",
-                               caps.max_send_wr, caps.max_recv_wr, caps.max_send_sge,
-                               caps.max_recv_sge, caps.max_inline_data, attr.max_qp_wr,
-                               attr.max_sge, attr.max_inline_data));
+    if (Status checked = check_qp_caps(caps, dev->config.attr); !checked.ok()) {
+        return checked;
     }
     driver::QpInit qp_init;
     qp_init.type = init.type;
@@ -599,6 +694,9 @@ Status ProtectionDomain::connection_region(MemoryRegionHandle& out, const QueueP
                                            bool may_pend) {
     if (pd_ == nullptr || !qp) {
         return Error(StatusCode::invalid_parameter, "the PD or the QP is not allocated");
+    }
+    if (Status flags = check_wsp_access(access); !flags.ok()) {
+        return flags;
     }
     driver::Device* dev = detail::live_device(*pd_->context);
     if (dev == nullptr) {

@@ -63,6 +63,8 @@ void fail_pending_requests(ContextState& context);
 // What every object needs to find its device and to fail with device_removed once it is gone.
 driver::Device* live_device(const ContextState& context);
 Error device_removed_error(DeviceId device);
+// Every call on a Context after close() (or on a moved-from one) fails with this.
+Error context_closed_error();
 
 struct PdObject {
     std::shared_ptr<ContextState> context;

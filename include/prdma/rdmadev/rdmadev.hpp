@@ -337,14 +337,18 @@ public:
     // Drops this handle; objects still alive keep the client's state until they are released.
     ~Context();
 
-    // Seed 003 CloseCa: busy while PDs, CQs, QPs or MRs remain.
+    // Seed 003 CloseCa: busy while PDs, CQs, QPs or MRs remain. Once closed (as when moved
+    // from), every call that returns a Status fails invalid_parameter saying the context is
+    // closed; poll_control/poll_events return 0, resources() is empty, device() invalid_device.
     Status close();
 
     [[nodiscard]] DeviceId device() const;
 
     // Seed 003 QueryCa / QueryPort. `*size` is the buffer's size in, the bytes written out.
     // buffer_too_small: not even an AttrHeader fits (nothing written, *size = required).
-    // buffer_overflow: a prefix was written, the header's size field and *size = required.
+    // buffer_overflow: the buffer was filled with a prefix of the answer; *size stays the bytes
+    //   written (the buffer's size), and the size required is in the prefix's header size field
+    //   (seed 003: IB_CA_ATTR::Size), not in *size.
     // invalid_parameter: unknown version, no buffer, port number outside 1..port_count.
     Status query_device(void* buffer, std::uint32_t* size,
                         std::uint32_t version = attr_version_current) const;
@@ -381,6 +385,8 @@ private:
     Status make_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t queue_group,
                    std::uint64_t request_id, bool may_pend);
     Status make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t request_id, bool may_pend);
+    // Names what is missing from `init`, or which of its objects belong to another context.
+    static Status check_qp_parts(const QpInitAttr& init, const detail::ContextState& context);
     // Shared with every object of the context, so dropping the Context first leaves no object
     // pointing at freed state.
     std::shared_ptr<detail::ContextState> state_;

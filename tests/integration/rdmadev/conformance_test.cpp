@@ -15,6 +15,7 @@
 #include <rte_cycles.h>
 
 #include <prdma/eal.hpp>
+#include <prdma/format.hpp>
 #include <prdma/mem/dma_memory.hpp>
 #include <prdma/rdmadev/fastpath.hpp>
 
@@ -408,6 +409,60 @@ TEST_P(Conformance, ObjectsMayOutliveTheirContextHandle) {
     EXPECT_TRUE(pd->destroy().ok());
 }
 
+// Seed 003 CloseCa ends the client: every later call on the handle says so instead of crashing.
+TEST_P(Conformance, EveryCallOnAClosedContextFailsCleanly) {
+    Context context = open(pair_->a());
+    Context other = open(pair_->a());
+    ASSERT_TRUE(context.close().ok());
+    const auto says_closed = [](const Status& status) {
+        if (status.code() != StatusCode::invalid_parameter) {
+            return ::testing::AssertionFailure() << "status " << status_name(status.code());
+        }
+        if (status.error().message().find("closed") == std::string::npos) {
+            return ::testing::AssertionFailure() << status.error().message();
+        }
+        return ::testing::AssertionSuccess();
+    };
+    const auto error_of = [](const auto& result) {
+        return result.ok() ? Status{} : Status(result.error());
+    };
+    std::vector<std::uint8_t> buffer(4096);
+    auto size = static_cast<std::uint32_t>(buffer.size());
+    EXPECT_TRUE(says_closed(context.query_device(buffer.data(), &size)));
+    EXPECT_TRUE(says_closed(context.query_port(1, buffer.data(), &size)));
+    EXPECT_TRUE(says_closed(error_of(context.alloc_pd())));
+    EXPECT_TRUE(says_closed(error_of(context.create_cq(16))));
+    CompletionQueue cq;
+    EXPECT_TRUE(says_closed(context.create_cq(cq, 16, 0, 1)));
+    EXPECT_FALSE(cq);
+    auto pd = other.alloc_pd();
+    auto other_cq = other.create_cq(16);
+    ASSERT_TRUE(pd.ok() && other_cq.ok());
+    QpInitAttr init;
+    init.pd = &pd.value();
+    init.send_cq = &other_cq.value();
+    init.recv_cq = &other_cq.value();
+    EXPECT_TRUE(says_closed(error_of(context.create_qp(init))));
+    QueuePair qp;
+    EXPECT_TRUE(says_closed(context.create_qp(qp, init, 2)));
+    EXPECT_FALSE(qp);
+    EXPECT_TRUE(says_closed(error_of(context.query_stats())));
+    EXPECT_TRUE(says_closed(context.close()));
+    ControlCompletion done[2];
+    EXPECT_EQ(context.poll_control(done), 0U);
+    Event events[2];
+    EXPECT_EQ(context.poll_events(events), 0U);
+    EXPECT_EQ(context.resources().total(), 0U);
+    EXPECT_EQ(context.device(), invalid_device);
+
+    // A moved-from handle is no more open than a closed one.
+    Context moved = std::move(other);
+    size = static_cast<std::uint32_t>(buffer.size());
+    EXPECT_TRUE(says_closed(other.query_device(buffer.data(), &size)));  // NOLINT: use after move
+    EXPECT_TRUE(says_closed(other.query_port(1, buffer.data(), &size))); // NOLINT: use after move
+    EXPECT_TRUE(moved.query_device(buffer.data(), &size).ok());
+}
+
 TEST_P(Conformance, CreateRejectsBadArguments) {
     Context context = open(pair_->a());
     EXPECT_EQ(context.create_cq(0).code(), StatusCode::invalid_parameter);
@@ -428,6 +483,80 @@ TEST_P(Conformance, CreateRejectsBadArguments) {
     init.caps = {};
     init.pd = &foreign_pd.value();
     EXPECT_EQ(context.create_qp(init).code(), StatusCode::invalid_parameter);
+}
+
+// Each rejection names what is wrong: zero caps are not "too large", and a cap above the device
+// names itself and the device limit it exceeds.
+TEST_P(Conformance, CreateQpRejectionsSayWhatIsWrong) {
+    Context context = open(pair_->a());
+    std::vector<std::uint8_t> buffer(4096);
+    auto size = static_cast<std::uint32_t>(buffer.size());
+    ASSERT_TRUE(context.query_device(buffer.data(), &size).ok());
+    DeviceAttr attr;
+    std::memcpy(&attr, buffer.data(), sizeof(attr));
+    auto pd = context.alloc_pd();
+    auto cq = context.create_cq(16);
+    ASSERT_TRUE(pd.ok() && cq.ok());
+    const auto message_of = [&context](const QpInitAttr& init) {
+        auto qp = context.create_qp(init);
+        EXPECT_EQ(qp.code(), StatusCode::invalid_parameter);
+        return qp.ok() ? std::string() : qp.error().message();
+    };
+
+    QpInitAttr init;
+    init.pd = &pd.value();
+    init.send_cq = &cq.value();
+    std::string message = message_of(init);
+    const std::string_view missing = "missing: ";
+    ASSERT_NE(message.find(missing), std::string::npos) << message;
+    EXPECT_EQ(message.substr(message.find(missing) + missing.size()), "receive CQ") << message;
+
+    init.recv_cq = &cq.value();
+    init.caps = QpCaps{0, 0, 0, 0, 0};
+    message = message_of(init);
+    EXPECT_NE(message.find("QP caps max_send_wr, max_recv_wr, max_send_sge, max_recv_sge are 0"),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(message.find("exceed"), std::string::npos) << message;
+    EXPECT_EQ(message.find("max_inline_data"), std::string::npos) << "0 inline is fine";
+
+    init.caps = QpCaps{};
+    init.caps.max_recv_wr = 0;
+    message = message_of(init);
+    EXPECT_NE(message.find("QP cap max_recv_wr is 0; it must be at least 1"), std::string::npos)
+        << message;
+    EXPECT_EQ(message.find("max_send_wr"), std::string::npos) << message;
+
+    init.caps = QpCaps{};
+    init.caps.max_send_wr = attr.max_qp_wr + 1;
+    init.caps.max_inline_data = attr.max_inline_data + 1;
+    message = message_of(init);
+    EXPECT_NE(message.find(strformat("max_send_wr %u exceeds the device's max_qp_wr %u",
+                                     attr.max_qp_wr + 1, attr.max_qp_wr)),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find(strformat("max_inline_data %u exceeds the device's max_inline_data %u",
+                                     attr.max_inline_data + 1, attr.max_inline_data)),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(message.find("max_recv_wr"), std::string::npos) << "only what is wrong: " << message;
+
+    init.caps = QpCaps{};
+    init.caps.max_recv_sge = attr.max_sge + 1;
+    message = message_of(init);
+    EXPECT_NE(message.find(strformat("max_recv_sge %u exceeds the device's max_sge %u",
+                                     attr.max_sge + 1, attr.max_sge)),
+              std::string::npos)
+        << message;
+
+    Context other = open(pair_->a());
+    auto foreign_cq = other.create_cq(16);
+    ASSERT_TRUE(foreign_cq.ok());
+    init.caps = QpCaps{};
+    init.send_cq = &foreign_cq.value();
+    message = message_of(init);
+    EXPECT_NE(message.find("the send CQ of a QP must belong to the context"), std::string::npos)
+        << message;
 }
 
 // ---- memory regions -----------------------------------------------------------------------------
@@ -478,6 +607,46 @@ TEST_P(Conformance, ConnectionBoundRegistrationNeedsAConnectedQp) {
     auto early = objects.pd.register_for_connection(objects.qp, buffer->data(), 4096,
                                                     mem::WspAccess::read_write);
     EXPECT_EQ(early.code(), StatusCode::not_connected);
+}
+
+// Seed 002: dwFlags is one of MEM_READ, MEM_WRITE, MEM_READWRITE; anything else is invalid flags
+// (WSAEINVAL), and the message names the bits that are wrong.
+TEST_P(Conformance, ConnectionBoundRegistrationRefusesInvalidWspFlags) {
+    Context context = open(pair_->a());
+    Objects objects = make_qp(context);
+    auto buffer = mem::DmaBuffer::allocate(4096);
+    ASSERT_TRUE(buffer.ok());
+    const auto bad = [](std::uint8_t raw) { return static_cast<mem::WspAccess>(raw); };
+    // Checked before the connection: a bad argument is bad in any state.
+    EXPECT_EQ(objects.pd.register_for_connection(objects.qp, buffer->data(), 4096, bad(0x4)).code(),
+              StatusCode::invalid_parameter);
+
+    ASSERT_TRUE(to_init(objects.qp).ok());
+    QpAttr rtr = rtr_attr(pair_->gid_b(), 0x321);
+    rtr.dest_mac = std::array<std::uint8_t, 6>{0x02, 0, 0, 0, 0, 0x43};
+    ASSERT_TRUE(objects.qp.modify(rtr, rtr_mask).ok());
+    for (const mem::WspAccess good :
+         {mem::WspAccess::read, mem::WspAccess::write, mem::WspAccess::read_write}) {
+        auto mr = objects.pd.register_for_connection(objects.qp, buffer->data(), 4096, good);
+        EXPECT_TRUE(mr.ok()) << mr.error().to_string();
+    }
+    const std::pair<std::uint8_t, const char*> cases[] = {
+        {0x0, "0x0 grants nothing"}, {0x4, "unknown bits 0x4"},   {0x7, "unknown bits 0x4"},
+        {0x81, "unknown bits 0x80"}, {0xff, "unknown bits 0xfc"},
+    };
+    for (const auto& [raw, words] : cases) {
+        auto mr = objects.pd.register_for_connection(objects.qp, buffer->data(), 4096, bad(raw));
+        ASSERT_FALSE(mr.ok()) << "WSP access 0x" << std::hex << unsigned{raw} << " registered";
+        EXPECT_EQ(mr.code(), StatusCode::invalid_parameter);
+        EXPECT_NE(mr.error().message().find(words), std::string::npos) << mr.error().message();
+        MemoryRegionHandle out;
+        EXPECT_EQ(
+            objects.pd.register_for_connection(out, objects.qp, buffer->data(), 4096, bad(raw), 30)
+                .code(),
+            StatusCode::invalid_parameter);
+        EXPECT_FALSE(out);
+    }
+    EXPECT_EQ(context.resources().mrs, 0U) << "nothing was registered for a refused call";
 }
 
 // ---- QP state machine ---------------------------------------------------------------------------
