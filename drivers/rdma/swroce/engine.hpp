@@ -65,6 +65,9 @@ void retire_local_heads(SwroceQp& qp) noexcept;
 // ---- requester.cpp ----
 // Transmits what the send queue holds beyond what is already on the wire.
 void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept;
+// Runs the FAST_REG / LOCAL_INV WRs that stand where the requester is, without transmitting: a
+// post that does not ring (DEFER) still makes their keys valid before it returns.
+void run_local_at_post(SwroceQp& qp) noexcept;
 
 // ---- responder.cpp ----
 // One packet for the responder of `qp` (a request: SEND, WRITE, READ, atomic).

@@ -8,6 +8,7 @@
 #include <prdma/roce/psn.hpp>
 
 #include "engine.hpp"
+#include "fast_reg_error.hpp"
 #include "segmenter.hpp"
 
 namespace prdma::swroce {
@@ -66,21 +67,23 @@ void execute_local(SwroceQp& qp, SendWqe& wqe) noexcept {
     const rdma::FastRegFields& reg = wqe.wr.fast_reg;
     if (reg.region == nullptr) {
         wqe.local_status = rdma::WcStatus::local_qp_operation_error;
+        wqe.local_vendor_error = static_cast<std::uint32_t>(rdma::FastRegVendorError::no_region);
         return;
     }
     const mem::FastRegRequest request{
         reg.pages, reg.page_count, reg.page_shift, reg.first_byte_offset, reg.length, reg.base_va};
-    switch (registry.fast_register(*reg.region, qp.pd, reg.key, request, reg.access)) {
-    case mem::FastRegResult::ok:
-        return;
-    case mem::FastRegResult::access_violation:
-    case mem::FastRegResult::wrong_pd:
-        wqe.local_status = rdma::WcStatus::local_protection_error;
-        return;
-    default:
-        wqe.local_status = rdma::WcStatus::local_qp_operation_error;
+    mem::PageListError page_error = mem::PageListError::ok;
+    const mem::FastRegResult result =
+        registry.fast_register(*reg.region, qp.pd, reg.key, request, reg.access, &page_error);
+    if (result == mem::FastRegResult::ok) {
         return;
     }
+    // The consumer learns which rule it broke from the completion (rdma::FastRegVendorError).
+    wqe.local_vendor_error = static_cast<std::uint32_t>(fast_reg_vendor_error(result, page_error));
+    wqe.local_status =
+        result == mem::FastRegResult::access_violation || result == mem::FastRegResult::wrong_pd
+            ? rdma::WcStatus::local_protection_error
+            : rdma::WcStatus::local_qp_operation_error;
 }
 
 // READs/atomics on the wire and not answered yet. Only a QP that ever carried one needs the
@@ -211,6 +214,28 @@ bool pass_local(SwroceQp& qp, SendWqe& wqe) noexcept {
 }
 
 } // namespace
+
+// What run_requester does for the local WRs at its position, and nothing else: they put nothing
+// on the wire, so DEFER has nothing to hold back, and seed 001 wants a FAST_REG's key usable once
+// the post returns. WRs posted after a held (deferred) remote WR still wait for it.
+void run_local_at_post(SwroceQp& qp) noexcept {
+    if (qp.state() != rdma::QpState::rts) {
+        return;
+    }
+    while (qp.req.send_offset < qp.send_queue.size()) {
+        SendWqe& wqe = qp.send_queue.at(qp.req.send_offset);
+        if (!wqe.is_local() || wqe.assigned || qp.req.send_stopped) {
+            break;
+        }
+        if ((wqe.wr.flags & rdma::send_read_fence) != 0 && outstanding_reads(qp) > 0) {
+            break;
+        }
+        if (!pass_local(qp, wqe)) {
+            break;
+        }
+    }
+    retire_local_heads(qp);
+}
 
 void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
     if (qp.state() != rdma::QpState::rts || !qp.has_peer_mac() || qp.req.rnr_resume > now) {

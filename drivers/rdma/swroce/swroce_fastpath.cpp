@@ -11,6 +11,7 @@ namespace prdma::swroce {
 
 std::uint16_t swroce_post_recv(void* queue, const rdma::RecvWr* wrs, std::uint16_t count) {
     auto& qp = *static_cast<SwroceQp*>(queue);
+    qp.post_error = StatusCode::ok;
     if (PRDMA_UNLIKELY(qp.state() == rdma::QpState::reset || qp.destroying)) {
         qp.post_error = StatusCode::not_connected;
         return 0;
@@ -65,12 +66,22 @@ StatusCode admit(const SwroceQp& qp, const rdma::SendWr& wr) noexcept {
     if (PRDMA_UNLIKELY(wr.num_sge > qp.caps.max_send_sge || wr.num_sge > max_send_sge)) {
         return StatusCode::invalid_parameter;
     }
+    if ((wr.flags & rdma::send_inline) != 0) {
+        // As ibv_post_send: inline data beyond the QP's limit is refused, not queued.
+        std::uint64_t length = 0;
+        for (std::uint32_t i = 0; i < wr.num_sge; ++i) {
+            length += wr.sges()[i].length;
+        }
+        if (PRDMA_UNLIKELY(length > qp.caps.max_inline_data || length > max_inline_data)) {
+            return StatusCode::invalid_parameter;
+        }
+    }
     return StatusCode::ok;
 }
 
 // Copies what must outlive the post: the SGEs (the caller's sg_list is only valid during the
-// call) and, for inline sends, the payload itself.
-bool fill_wqe(const SwroceQp& qp, const rdma::SendWr& wr, SendWqe& wqe) noexcept {
+// call) and, for inline sends, the payload itself. False for a message longer than 2^31 bytes.
+bool fill_wqe(const rdma::SendWr& wr, SendWqe& wqe) noexcept {
     wqe.wr = wr;
     wqe.assigned = false;
     wqe.checked = false;
@@ -85,10 +96,7 @@ bool fill_wqe(const SwroceQp& qp, const rdma::SendWr& wr, SendWqe& wqe) noexcept
         length += sges[i].length;
     }
     if ((wr.flags & rdma::send_inline) != 0) {
-        if (length > qp.caps.max_inline_data || length > max_inline_data) {
-            return false;
-        }
-        std::uint32_t at = 0;
+        std::uint32_t at = 0; // admit() kept the total within max_inline_data
         for (std::uint32_t i = 0; i < wr.num_sge; ++i) {
             // An empty SGE may carry address 0, and memcpy from a null pointer is undefined
             // even for zero bytes.
@@ -111,11 +119,15 @@ bool fill_wqe(const SwroceQp& qp, const rdma::SendWr& wr, SendWqe& wqe) noexcept
 
 std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16_t count) {
     auto& qp = *static_cast<SwroceQp*>(queue);
+    qp.post_error = StatusCode::ok;
     if (qp.state() == rdma::QpState::err && !qp.destroying) {
         std::uint16_t taken = 0;
         for (; taken < count && !qp.send_queue.full(); ++taken) {
             SendWqe& wqe = qp.send_queue.push_slot();
             wqe.wr = wrs[taken];
+        }
+        if (taken < count) {
+            qp.post_error = StatusCode::no_resources;
         }
         flush_queues(qp);
         return taken;
@@ -138,10 +150,10 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
         }
         SendWqe& wqe = qp.send_queue.push_slot();
         qp.req.reads_posted |= wqe_is_read_or_atomic(wr.opcode);
-        if (PRDMA_UNLIKELY(!fill_wqe(qp, wr, wqe))) {
-            // Taken, but it cannot be sent (longer than 2^31 bytes, inline data beyond the
-            // limit): it completes with a local length error in send-queue order, after the WRs
-            // before it, and the QP goes to error then, as a NIC would.
+        if (PRDMA_UNLIKELY(!fill_wqe(wr, wqe))) {
+            // Taken, but it cannot be sent (longer than 2^31 bytes): it completes with a local
+            // length error in send-queue order, after the WRs before it, and the QP goes to
+            // error then, as a NIC would.
             wqe.local_status = rdma::WcStatus::local_length_error;
         }
         // NDK DEFER: queue now, transmit with the next post that rings.
@@ -149,8 +161,14 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
     }
     if (ring) {
         kick_requester(qp);
+    } else if (taken > 0) {
+        run_local_at_post(qp); // a deferred FAST_REG's key is valid once the post returns
     }
     return taken;
+}
+
+StatusCode swroce_post_error(const void* queue) {
+    return static_cast<const SwroceQp*>(queue)->post_error;
 }
 
 std::uint16_t swroce_poll_cq(void* queue, rdma::WorkCompletion* wcs, std::uint16_t count) {

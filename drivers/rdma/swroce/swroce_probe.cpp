@@ -48,6 +48,19 @@ rdma::DeviceAttr device_attributes(const SwroceDevice& dev) {
     return attr;
 }
 
+// Seed 004: the reserved L_Key is the key of the device's one DMA region, which the device takes at
+// probe and holds for its whole life. get_dma_region() hands every consumer (every PD, every
+// context) a reference to that same region, so its lkey is reserved_lkey for all of them and no
+// consumer's deregister can free it or change it.
+Status advertise_reserved_lkey(rdma::driver::Device& device) {
+    auto dma = device.registry->get_dma_region(0);
+    if (!dma) {
+        return Error(dma.code(), "cannot reserve the DMA region's L_Key: " + dma.error().message());
+    }
+    device.config.attr.reserved_lkey = dma.value()->lkey();
+    return {};
+}
+
 // vdev name -> device id, so remove finds what probe made.
 std::map<std::string, rdma::DeviceId>& probed() {
     static std::map<std::string, rdma::DeviceId> devices;
@@ -150,7 +163,8 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
     config.name = name;
     config.dpdk_device = dpdk_device;
     config.ops = &swroce_ops;
-    config.fast_path = {swroce_post_send, swroce_post_recv, swroce_poll_cq, nullptr, {}};
+    config.fast_path = {swroce_post_send, swroce_post_recv,  swroce_poll_cq,
+                        nullptr,          swroce_post_error, {}};
     config.attr = device_attributes(*dev);
     config.port_count = 1;
     config.registry = mem::dpdk_registry_config();
@@ -162,6 +176,12 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
         return -ENOSPC;
     }
     dev->id = id.value();
+    if (Status reserved = advertise_reserved_lkey(*rdma::driver::device(dev->id)); !reserved.ok()) {
+        rdma::driver::report_probe_error(name, reserved.error());
+        (void)rdma::driver::unregister_device(dev->id); // closes (and frees) `dev`
+        (void)dev.release();
+        return -ENOMEM;
+    }
     SWROCE_LOG(INFO, "%s: rdma device %u on %s, ip %s, path MTU %u, %u queue group(s)", name,
                static_cast<unsigned>(dev->id), dev->port.name().c_str(),
                dev->args.ip.to_string().c_str(), rdma::mtu_bytes(dev->path_mtu),

@@ -118,8 +118,13 @@ struct DeviceConfig {
     std::string name;
     rte_device* dpdk_device = nullptr; // for rte_dev_remove()
     const DeviceOps* ops = nullptr;
+    // post_error too: it reads the reason the driver recorded when it last refused a post.
     FastPathOps fast_path{};
-    DeviceAttr attr{}; // static attributes; version/size/offsets are filled by the class
+    // Static attributes; version/size/offsets are filled by the class. A device with
+    // cap_reserved_lkey (seed 004) takes the registry's DMA region once registered, holds it for
+    // its whole life and sets attr.reserved_lkey to its lkey: get_dma_region() then returns that
+    // same region, hence that same lkey, to every consumer of the device (every PD and context).
+    DeviceAttr attr{};
     std::uint8_t port_count = 1;
     mem::RegistryConfig registry{};
     void* driver_private = nullptr;

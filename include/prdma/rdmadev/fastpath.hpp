@@ -11,23 +11,30 @@
 #include <prdma/rdmadev/rdmadev.hpp>
 #include <prdma/rdmadev/types.hpp>
 #include <prdma/rdmadev/work_request.hpp>
+#include <prdma/status.hpp>
 
 namespace prdma::rdma {
 
 // Takes up to `count` WRs in order; returns how many were taken. Fewer than `count`: the queue is
-// full or the QP cannot take work in its state (post_error() says which).
+// full, the QP cannot take work in its state, or the first WR not taken is invalid; post_error()
+// says which.
 using PostSendFn = std::uint16_t (*)(void* qp, const SendWr* wrs, std::uint16_t count);
 using PostRecvFn = std::uint16_t (*)(void* qp, const RecvWr* wrs, std::uint16_t count);
 // Drives the queue group the CQ belongs to (rx burst, protocol, tx burst, timers), then returns up
 // to `count` completions.
 using PollCqFn = std::uint16_t (*)(void* cq, WorkCompletion* wcs, std::uint16_t count);
+// The QP's last-refusal reason (see post_error() below): a plain read of a per-QP field.
+using PostErrorFn = StatusCode (*)(const void* qp);
 
 struct PRDMA_CACHE_ALIGNED FastPathOps {
     PostSendFn post_send;
     PostRecvFn post_recv;
     PollCqFn poll_cq;
     void* device_private;
-    std::uint64_t reserved[4];
+    // Defaulted, so a table written before it existed ({send, recv, poll, private, {}}) still
+    // compiles; register_device's no-op table leaves it null (see post_error()).
+    PostErrorFn post_error = nullptr;
+    std::uint64_t reserved[3] = {};
 };
 static_assert(sizeof(FastPathOps) == PRDMA_CACHE_LINE_SIZE);
 
@@ -64,6 +71,24 @@ inline std::uint16_t poll_cq(const CompletionQueue& cq, WorkCompletion* wcs, std
     }
 #endif
     return fast_path_ops[cq.device()].poll_cq(cq.driver_queue(), wcs, count);
+}
+
+// Why the last post_send() or post_recv() on `qp` took fewer WRs than it was offered (ok when it
+// took them all): the reason seed 001's NdkFastRegister and every NDK post return as NTSTATUS.
+//   not_connected      post_send on a QP not in RTS/SQD (RESET, INIT, RTR:
+//   STATUS_CONNECTION_INVALID),
+//                      post_recv on a QP in RESET, or a QP being destroyed
+//   no_resources       the send or receive queue is full; the same WR may be posted again once
+//                      completions are polled
+//   invalid_parameter  the first WR not taken is invalid: not an opcode, more SGEs than the QP's
+//                      max_send_sge / max_recv_sge, inline data longer than max_inline_data, an
+//                      atomic without one 8-byte local buffer; nothing was queued for it
+//   device_removed     the device is gone (its posts take nothing)
+// The WRs before the one refused were taken and run as usual. Fast path: one read of the QP's own
+// field, no allocation, no lock; call it on the thread that posted, before its next post.
+inline StatusCode post_error(const QueuePair& qp) {
+    const PostErrorFn fn = fast_path_ops[qp.device()].post_error;
+    return fn != nullptr ? fn(qp.driver_queue()) : StatusCode::device_removed;
 }
 
 } // namespace prdma::rdma

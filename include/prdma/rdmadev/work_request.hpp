@@ -156,4 +156,33 @@ struct PRDMA_CACHE_ALIGNED WorkCompletion {
 };
 static_assert(sizeof(WorkCompletion) == 64);
 
+// The vendor_error of a FAST_REG that completes in error: which rule of seed 001 (NdkFastRegister)
+// or of the key discipline it broke, one value per rule. They start at 0x100 so they never read as
+// a mem::KeyCheck, which local protection errors of other WRs carry. The status is
+// local_protection_error for wrong_pd and access_violation, local_qp_operation_error otherwise;
+// the QP goes to error, as for every failed WR.
+enum class FastRegVendorError : std::uint32_t {
+    none = 0,
+    no_region = 0x100,   // fast_reg.region is null
+    not_fast_reg_region, // the MR was not initialised for fast-register (alloc_fast_reg_region)
+    key_index_changed,   // fast_reg.key names another MR: only the variant may change (next_key)
+    variant_not_changed, // fast_reg.key is the last registration's key: stale keys would live on
+    still_valid,         // the MR is registered: LOCAL_INV (or remote invalidate) it first
+    wrong_pd,            // the MR belongs to another protection domain than the QP
+    access_violation,    // remote access asked of an MR not initialised for it (seed 001's
+                         // STATUS_ACCESS_VIOLATION)
+    bad_access,          // the access mask breaks the rules (remote write without local write)
+    retired,             // the MR is being deregistered
+    bad_page_size,       // page_shift outside [12, 40]
+    no_pages,            // page_count is 0 or pages is null
+    too_many_pages,      // more pages than the MR was allocated for
+    zero_length,         // length is 0
+    fbo_beyond_page,     // first_byte_offset is not inside the first page
+    length_beyond_pages, // length > page_count * page size - first_byte_offset (seed 001)
+    base_va_not_fbo_aligned, // base_va is not n * page size + first_byte_offset (seed 001)
+    address_overflow,        // base_va + length wraps the address space
+    page_not_aligned,        // a page address is not a multiple of the page size (seed 001)
+    page_not_mapped,         // a page is not memory the device can reach
+};
+
 } // namespace prdma::rdma

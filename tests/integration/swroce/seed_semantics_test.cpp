@@ -1,0 +1,498 @@
+// The seeds' semantics that a consumer reads back from swroce (issue 11): why a post was refused
+// (post_error, seed 001's "not connected"), the reserved L_Key (seed 004) used in real work
+// requests, a deferred FAST_REG's key readable once the post returns (seed 001), and one vendor
+// error per FAST_REG rule. Two devices on crossed ring ports, real EAL.
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <prdma/mem/dma_memory.hpp>
+#include <prdma/rdmadev/fastpath.hpp>
+#include <prdma/rdmadev/rdmadev.hpp>
+
+#include "../rdmadev/device_pair.hpp"
+#include "eal_environment.hpp"
+
+namespace prdma::rdma {
+namespace {
+
+const auto* const g_environment =
+    test_support::add_eal_environment("swroce_seed_semantics_test", {"--log-level=prdma.*:error"});
+
+constexpr std::size_t kBufferSize = 1 << 20;
+constexpr std::uint32_t kSendWr = 16;
+constexpr std::uint32_t kMaxSge = 2;
+constexpr std::uint32_t kMaxInline = 64;
+
+struct Side {
+    Context context;
+    ProtectionDomain pd;
+    CompletionQueue cq;
+    QueuePair qp;
+    mem::DmaBuffer buffer;
+    MemoryRegionHandle mr;
+    std::vector<WorkCompletion> backlog;
+    [[nodiscard]] std::uint8_t* data() const { return static_cast<std::uint8_t*>(buffer.data()); }
+    [[nodiscard]] std::uint64_t addr() const { return reinterpret_cast<std::uint64_t>(data()); }
+};
+
+class SeedSemantics : public ::testing::Test {
+protected:
+    void SetUp() override {
+        pair_ = conformance::swroce_factory().make();
+        a_ = make_side(pair_->a());
+        b_ = make_side(pair_->b());
+        bring_to(*a_, *b_, pair_->gid_b(), QpState::rts);
+        bring_to(*b_, *a_, pair_->gid_a(), QpState::rts);
+    }
+    void TearDown() override {
+        a_.reset();
+        b_.reset();
+        pair_.reset();
+    }
+
+    static std::unique_ptr<Side> make_side(DeviceId device) {
+        auto side = std::make_unique<Side>(
+            Side{std::move(Context::open(device).value()),
+                 {},
+                 {},
+                 {},
+                 std::move(mem::DmaBuffer::allocate(kBufferSize, 4096).value()),
+                 {},
+                 {}});
+        side->pd = std::move(side->context.alloc_pd().value());
+        side->cq = std::move(side->context.create_cq(1024).value());
+        side->qp = make_qp(*side);
+        auto mr = side->pd.register_memory(side->buffer.data(), kBufferSize,
+                                           mem::access_local_write | mem::access_remote_write |
+                                               mem::access_remote_read);
+        EXPECT_TRUE(mr.ok()) << mr.error().to_string();
+        side->mr = std::move(mr.value());
+        return side;
+    }
+
+    static QueuePair make_qp(Side& side) {
+        QpInitAttr init;
+        init.pd = &side.pd;
+        init.send_cq = &side.cq;
+        init.recv_cq = &side.cq;
+        init.caps.max_send_wr = kSendWr;
+        init.caps.max_recv_wr = kSendWr;
+        init.caps.max_send_sge = kMaxSge;
+        init.caps.max_recv_sge = kMaxSge;
+        init.caps.max_inline_data = kMaxInline;
+        auto qp = side.context.create_qp(init);
+        EXPECT_TRUE(qp.ok()) << qp.error().to_string();
+        return std::move(qp.value());
+    }
+
+    // INIT, then RTR, then RTS towards `remote`, stopping at `target`.
+    static void bring_to(Side& local, Side& remote, const Gid& remote_gid, QpState target) {
+        QpAttr init;
+        init.state = QpState::init;
+        init.port = 1;
+        init.access = mem::access_remote_write | mem::access_remote_read;
+        ASSERT_TRUE(
+            local.qp.modify(init, qp_attr_state | qp_attr_port | qp_attr_access_flags).ok());
+        if (target == QpState::init) {
+            return;
+        }
+        std::vector<std::uint8_t> port(512);
+        auto got = static_cast<std::uint32_t>(port.size());
+        ASSERT_TRUE(remote.context.query_port(1, port.data(), &got).ok());
+        PortAttr remote_port;
+        std::memcpy(&remote_port, port.data(), sizeof(remote_port));
+        QpAttr rtr;
+        rtr.state = QpState::rtr;
+        rtr.path_mtu = Mtu::mtu_1024;
+        rtr.dest_gid = remote_gid;
+        std::array<std::uint8_t, 6> mac{};
+        std::memcpy(mac.data(), remote_port.mac, 6);
+        rtr.dest_mac = mac;
+        rtr.dest_qpn = remote.qp.qpn();
+        rtr.rq_psn = 1000;
+        rtr.max_dest_rd_atomic = 4;
+        rtr.min_rnr_timer = 1;
+        const Status st = local.qp.modify(
+            rtr, qp_attr_state | qp_attr_path_mtu | qp_attr_dest | qp_attr_dest_qpn |
+                     qp_attr_rq_psn | qp_attr_max_dest_rd_atomic | qp_attr_min_rnr_timer);
+        ASSERT_TRUE(st.ok()) << st.error().to_string();
+        if (target == QpState::rtr) {
+            return;
+        }
+        QpAttr rts;
+        rts.state = QpState::rts;
+        rts.sq_psn = 1000;
+        rts.timeout = 10;
+        rts.retry_cnt = 7;
+        rts.rnr_retry = 7;
+        rts.max_rd_atomic = 4;
+        ASSERT_TRUE(local.qp
+                        .modify(rts, qp_attr_state | qp_attr_sq_psn | qp_attr_timeout |
+                                         qp_attr_retry_cnt | qp_attr_rnr_retry |
+                                         qp_attr_max_rd_atomic)
+                        .ok());
+    }
+
+    // Polls both sides until `side` has `count` completions or five seconds pass.
+    std::vector<WorkCompletion> wait(Side& side, std::size_t count) {
+        std::vector<WorkCompletion> done;
+        done.swap(side.backlog);
+        Side& other = &side == a_.get() ? *b_ : *a_;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        std::array<WorkCompletion, 32> wc;
+        while (done.size() < count && std::chrono::steady_clock::now() < deadline) {
+            const std::uint16_t n = poll_cq(side.cq, wc.data(), wc.size());
+            done.insert(done.end(), wc.begin(), wc.begin() + n);
+            const std::uint16_t m = poll_cq(other.cq, wc.data(), wc.size());
+            other.backlog.insert(other.backlog.end(), wc.begin(), wc.begin() + m);
+        }
+        return done;
+    }
+
+    // A signaled WRITE of `length` bytes from a's buffer at `offset` to b's buffer at the same
+    // offset, through b's MR.
+    SendWr write_to_b(std::uint64_t offset, std::uint32_t length) const {
+        SendWr wr;
+        wr.wr_id = 7;
+        wr.opcode = WrOpcode::rdma_write;
+        wr.flags = send_signaled;
+        wr.num_sge = 1;
+        wr.sge = {a_->addr() + offset, length, a_->mr.lkey()};
+        wr.rdma.remote_addr = b_->addr() + offset;
+        wr.rdma.rkey = b_->mr.rkey();
+        return wr;
+    }
+
+    // A FAST_REG of one 4 KiB page of b's buffer at `page_offset` under `key`.
+    SendWr fast_reg(mem::MemoryRegion* region, mem::MemoryKey key,
+                    const std::uint64_t* page) const {
+        SendWr wr;
+        wr.wr_id = 500;
+        wr.opcode = WrOpcode::fast_reg;
+        wr.flags = send_signaled;
+        wr.fast_reg.region = region;
+        wr.fast_reg.pages = page;
+        wr.fast_reg.page_count = 1;
+        wr.fast_reg.page_shift = 12;
+        wr.fast_reg.length = 4096;
+        wr.fast_reg.base_va = 0x40000;
+        wr.fast_reg.key = key;
+        wr.fast_reg.access = mem::access_local_write | mem::access_remote_write;
+        return wr;
+    }
+
+    DeviceAttr query_device(const Side& side) const {
+        std::vector<std::uint8_t> blob(4096);
+        auto size = static_cast<std::uint32_t>(blob.size());
+        EXPECT_TRUE(side.context.query_device(blob.data(), &size).ok());
+        DeviceAttr attr;
+        std::memcpy(&attr, blob.data(), sizeof(attr));
+        return attr;
+    }
+
+    std::unique_ptr<conformance::DevicePair> pair_;
+    std::unique_ptr<Side> a_;
+    std::unique_ptr<Side> b_;
+};
+
+// ---- Item 3: a refused post says why ----
+
+TEST_F(SeedSemantics, APostOnAQpNotConnectedIsRefusedAsNotConnected) {
+    QueuePair qp = make_qp(*a_);
+    std::swap(qp, a_->qp); // a_->qp is the new one, in RESET
+    const SendWr wr = write_to_b(0, 64);
+    RecvWr recv;
+    recv.num_sge = 1;
+    recv.sge = {a_->addr(), 64, a_->mr.lkey()};
+    EXPECT_EQ(post_send(a_->qp, &wr, 1), 0);
+    EXPECT_EQ(post_error(a_->qp), StatusCode::not_connected) << "RESET";
+    EXPECT_EQ(post_recv(a_->qp, &recv, 1), 0);
+    EXPECT_EQ(post_error(a_->qp), StatusCode::not_connected) << "post_recv in RESET";
+
+    bring_to(*a_, *b_, pair_->gid_b(), QpState::init);
+    EXPECT_EQ(post_send(a_->qp, &wr, 1), 0);
+    EXPECT_EQ(post_error(a_->qp), StatusCode::not_connected) << "INIT";
+    EXPECT_EQ(post_recv(a_->qp, &recv, 1), 1) << "a receive may be posted from INIT on";
+    EXPECT_EQ(post_error(a_->qp), StatusCode::ok) << "the post took every WR";
+
+    QueuePair rtr = make_qp(*a_);
+    std::swap(rtr, a_->qp);
+    bring_to(*a_, *b_, pair_->gid_b(), QpState::rtr);
+    EXPECT_EQ(post_send(a_->qp, &wr, 1), 0);
+    EXPECT_EQ(post_error(a_->qp), StatusCode::not_connected) << "RTR";
+}
+
+TEST_F(SeedSemantics, AFullQueueIsRefusedAsNoResources) {
+    // Deferred: nothing rings, so the send queue only fills.
+    std::vector<SendWr> wrs(4 * kSendWr, write_to_b(0, 64));
+    for (SendWr& wr : wrs) {
+        wr.flags = send_defer;
+    }
+    const std::uint16_t taken =
+        post_send(a_->qp, wrs.data(), static_cast<std::uint16_t>(wrs.size()));
+    EXPECT_GE(taken, kSendWr);
+    EXPECT_LT(taken, wrs.size());
+    EXPECT_EQ(post_error(a_->qp), StatusCode::no_resources);
+
+    std::vector<RecvWr> recvs(4 * kSendWr);
+    for (RecvWr& recv : recvs) {
+        recv.num_sge = 1;
+        recv.sge = {b_->addr(), 64, b_->mr.lkey()};
+    }
+    const std::uint16_t received =
+        post_recv(b_->qp, recvs.data(), static_cast<std::uint16_t>(recvs.size()));
+    EXPECT_LT(received, recvs.size());
+    EXPECT_EQ(post_error(b_->qp), StatusCode::no_resources);
+}
+
+TEST_F(SeedSemantics, AnInvalidRequestIsRefusedAsInvalidParameter) {
+    const SendWr good = write_to_b(0, 64);
+    SendWr bad_opcode = good;
+    bad_opcode.opcode = static_cast<WrOpcode>(200);
+    const SendWr both[] = {good, bad_opcode};
+    EXPECT_EQ(post_send(a_->qp, both, 2), 1) << "the WR before the bad one is taken";
+    EXPECT_EQ(post_error(a_->qp), StatusCode::invalid_parameter) << "not an opcode";
+
+    std::array<Sge, kMaxSge + 1> sges{};
+    sges.fill({a_->addr(), 8, a_->mr.lkey()});
+    SendWr too_many = good;
+    too_many.num_sge = kMaxSge + 1;
+    too_many.sg_list = sges.data();
+    EXPECT_EQ(post_send(a_->qp, &too_many, 1), 0);
+    EXPECT_EQ(post_error(a_->qp), StatusCode::invalid_parameter) << "more SGEs than max_send_sge";
+
+    SendWr too_long = good;
+    too_long.flags = send_signaled | send_inline;
+    too_long.sge.length = kMaxInline + 1;
+    EXPECT_EQ(post_send(a_->qp, &too_long, 1), 0);
+    EXPECT_EQ(post_error(a_->qp), StatusCode::invalid_parameter) << "inline beyond the limit";
+
+    RecvWr recv;
+    recv.num_sge = kMaxSge + 1;
+    recv.sg_list = sges.data();
+    EXPECT_EQ(post_recv(a_->qp, &recv, 1), 0);
+    EXPECT_EQ(post_error(a_->qp), StatusCode::invalid_parameter) << "more SGEs than max_recv_sge";
+
+    EXPECT_EQ(post_send(a_->qp, &good, 1), 1);
+    EXPECT_EQ(post_error(a_->qp), StatusCode::ok);
+    const auto done = wait(*a_, 2);
+    ASSERT_EQ(done.size(), 2U);
+    EXPECT_EQ(done[0].status, WcStatus::success);
+    EXPECT_EQ(done[1].status, WcStatus::success);
+    EXPECT_EQ(a_->qp.state(), QpState::rts) << "a refused WR leaves the QP working";
+}
+
+// ---- Item 5: the reserved L_Key ----
+
+TEST_F(SeedSemantics, TheReservedLkeyIsAdvertisedAndIsEveryConsumersDmaKey) {
+    const DeviceAttr attr = query_device(*a_);
+    ASSERT_NE(attr.capability_flags & cap_reserved_lkey, 0U);
+    ASSERT_NE(attr.reserved_lkey, 0U) << "the capability is set, so the key must be there";
+    EXPECT_EQ(query_device(*b_).capability_flags & cap_reserved_lkey, cap_reserved_lkey);
+
+    ProtectionDomain other_pd = std::move(a_->context.alloc_pd().value());
+    Context other_context = std::move(Context::open(pair_->a()).value());
+    ProtectionDomain other_context_pd = std::move(other_context.alloc_pd().value());
+    auto dma = a_->pd.get_dma_region();
+    auto dma_other_pd = other_pd.get_dma_region();
+    auto dma_other_context = other_context_pd.get_dma_region();
+    ASSERT_TRUE(dma.ok() && dma_other_pd.ok() && dma_other_context.ok());
+    EXPECT_EQ(dma->lkey(), attr.reserved_lkey);
+    EXPECT_EQ(dma_other_pd->lkey(), attr.reserved_lkey);
+    EXPECT_EQ(dma_other_context->lkey(), attr.reserved_lkey);
+    EXPECT_TRUE(dma->deregister().ok());
+    EXPECT_TRUE(dma_other_pd->deregister().ok());
+    EXPECT_TRUE(dma_other_context->deregister().ok());
+    EXPECT_EQ(query_device(*a_).reserved_lkey, attr.reserved_lkey)
+        << "no consumer's deregister frees the reserved key";
+}
+
+// A WRITE gathered through a's reserved L_Key, and a SEND scattered into b through b's: the key
+// works in real work requests, with no region of the consumer's own.
+TEST_F(SeedSemantics, TheReservedLkeyWorksInWorkRequests) {
+    const auto lkey_a = static_cast<std::uint32_t>(query_device(*a_).reserved_lkey);
+    const auto lkey_b = static_cast<std::uint32_t>(query_device(*b_).reserved_lkey);
+    auto source = mem::DmaBuffer::allocate(8192, 4096);
+    auto sink = mem::DmaBuffer::allocate(8192, 4096);
+    ASSERT_TRUE(source.ok() && sink.ok());
+    auto* src = static_cast<std::uint8_t*>(source->data());
+    for (std::size_t i = 0; i < 8192; ++i) {
+        src[i] = static_cast<std::uint8_t>(i * 13 + 5);
+    }
+    std::memset(sink->data(), 0, 8192);
+
+    SendWr write = write_to_b(0, 3000);
+    write.sge = {reinterpret_cast<std::uint64_t>(src), 3000, lkey_a};
+    ASSERT_EQ(post_send(a_->qp, &write, 1), 1) << status_name(post_error(a_->qp));
+    auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
+    EXPECT_EQ(std::memcmp(b_->data(), src, 3000), 0);
+
+    RecvWr recv;
+    recv.wr_id = 3;
+    recv.num_sge = 1;
+    recv.sge = {reinterpret_cast<std::uint64_t>(sink->data()), 8192, lkey_b};
+    ASSERT_EQ(post_recv(b_->qp, &recv, 1), 1);
+    SendWr send = write;
+    send.opcode = WrOpcode::send;
+    send.sge = {reinterpret_cast<std::uint64_t>(src) + 100, 5000, lkey_a};
+    ASSERT_EQ(post_send(a_->qp, &send, 1), 1);
+    done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
+    const auto received = wait(*b_, 1);
+    ASSERT_EQ(received.size(), 1U);
+    EXPECT_EQ(received[0].status, WcStatus::success) << wc_status_name(received[0].status);
+    EXPECT_EQ(received[0].byte_len, 5000U);
+    EXPECT_EQ(std::memcmp(sink->data(), src + 100, 5000), 0);
+}
+
+// ---- Item 6: a deferred FAST_REG's key is there when the post returns ----
+
+TEST_F(SeedSemantics, ADeferredFastRegistersKeyIsReadableAndUsableOnReturn) {
+    auto region =
+        b_->pd.alloc_fast_reg_region(1, mem::access_local_write | mem::access_remote_write);
+    ASSERT_TRUE(region.ok()) << region.error().to_string();
+    const std::uint64_t page = b_->addr() + 256 * 1024;
+    const mem::MemoryKey key = mem::next_key(region->lkey());
+    SendWr reg = fast_reg(region->get(), key, &page);
+    reg.flags = send_signaled | send_defer;
+    ASSERT_EQ(post_send(b_->qp, &reg, 1), 1);
+    const mem::MemoryKey token = region->rkey(); // seed 001: available once the call returns
+    EXPECT_EQ(token, key);
+
+    // The token read then is the one a peer writes through.
+    std::memset(a_->data(), 0x5a, 512);
+    SendWr write = write_to_b(0, 512);
+    write.rdma.remote_addr = 0x40000 + 1024;
+    write.rdma.rkey = token;
+    ASSERT_EQ(post_send(a_->qp, &write, 1), 1);
+    const auto written = wait(*a_, 1);
+    ASSERT_EQ(written.size(), 1U);
+    EXPECT_EQ(written[0].status, WcStatus::success) << wc_status_name(written[0].status);
+    EXPECT_EQ(std::memcmp(b_->data() + 256 * 1024 + 1024, a_->data(), 512), 0);
+    const auto registered = wait(*b_, 1);
+    ASSERT_EQ(registered.size(), 1U);
+    EXPECT_EQ(registered[0].opcode, WcOpcode::fast_reg);
+    EXPECT_EQ(registered[0].status, WcStatus::success);
+}
+
+// ---- Item 7: each FAST_REG rule has its own vendor error ----
+
+class FastRegRules : public SeedSemantics,
+                     public ::testing::WithParamInterface<FastRegVendorError> {};
+
+TEST_P(FastRegRules, TheCompletionNamesTheRuleBroken) {
+    const FastRegVendorError rule = GetParam();
+    auto region =
+        b_->pd.alloc_fast_reg_region(1, mem::access_local_write | mem::access_remote_write);
+    ASSERT_TRUE(region.ok());
+    std::uint64_t page = b_->addr() + 128 * 1024;
+    const mem::MemoryKey key = mem::next_key(region->lkey());
+    SendWr reg = fast_reg(region->get(), key, &page);
+    // A successful FAST_REG first, for the rules about registering again.
+    if (rule == FastRegVendorError::still_valid ||
+        rule == FastRegVendorError::variant_not_changed) {
+        ASSERT_EQ(post_send(b_->qp, &reg, 1), 1);
+        if (rule == FastRegVendorError::variant_not_changed) {
+            SendWr inv;
+            inv.opcode = WrOpcode::local_inv;
+            inv.local_inv.key = key;
+            ASSERT_EQ(post_send(b_->qp, &inv, 1), 1);
+        } else {
+            reg.fast_reg.key = mem::next_key(key);
+        }
+        const auto first = wait(*b_, 1);
+        ASSERT_EQ(first.size(), 1U);
+        ASSERT_EQ(first[0].status, WcStatus::success);
+    }
+    ProtectionDomain other_pd = std::move(b_->context.alloc_pd().value());
+    auto foreign = other_pd.alloc_fast_reg_region(1, mem::access_local_write);
+    auto local_only = b_->pd.alloc_fast_reg_region(1, mem::access_local_write);
+    ASSERT_TRUE(foreign.ok() && local_only.ok());
+    WcStatus status = WcStatus::local_qp_operation_error;
+    switch (rule) {
+    case FastRegVendorError::no_region:
+        reg.fast_reg.region = nullptr;
+        break;
+    case FastRegVendorError::not_fast_reg_region:
+        reg.fast_reg.region = b_->mr.get();
+        reg.fast_reg.key = mem::next_key(b_->mr.lkey());
+        break;
+    case FastRegVendorError::key_index_changed:
+        reg.fast_reg.key = mem::next_key(local_only->lkey());
+        break;
+    case FastRegVendorError::wrong_pd:
+        reg.fast_reg.region = foreign->get();
+        reg.fast_reg.key = mem::next_key(foreign->lkey());
+        reg.fast_reg.access = mem::access_local_write;
+        status = WcStatus::local_protection_error;
+        break;
+    case FastRegVendorError::access_violation:
+        reg.fast_reg.region = local_only->get();
+        reg.fast_reg.key = mem::next_key(local_only->lkey());
+        status = WcStatus::local_protection_error;
+        break;
+    case FastRegVendorError::bad_access:
+        reg.fast_reg.access = mem::access_remote_write; // without local write
+        break;
+    case FastRegVendorError::bad_page_size:
+        reg.fast_reg.page_shift = 11;
+        break;
+    case FastRegVendorError::no_pages:
+        reg.fast_reg.page_count = 0;
+        break;
+    case FastRegVendorError::too_many_pages:
+        reg.fast_reg.page_count = 2;
+        break;
+    case FastRegVendorError::zero_length:
+        reg.fast_reg.length = 0;
+        break;
+    case FastRegVendorError::fbo_beyond_page:
+        reg.fast_reg.first_byte_offset = 4096;
+        reg.fast_reg.length = 1;
+        break;
+    case FastRegVendorError::length_beyond_pages:
+        reg.fast_reg.length = 4097;
+        break;
+    case FastRegVendorError::base_va_not_fbo_aligned:
+        reg.fast_reg.base_va = 0x40001;
+        break;
+    case FastRegVendorError::address_overflow:
+        reg.fast_reg.base_va = ~std::uint64_t{0xfff};
+        break;
+    case FastRegVendorError::page_not_aligned:
+        page += 8;
+        break;
+    default:
+        break; // still_valid, variant_not_changed: set up above
+    }
+    ASSERT_EQ(post_send(b_->qp, &reg, 1), 1);
+    const auto done = wait(*b_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].opcode, WcOpcode::fast_reg);
+    EXPECT_EQ(done[0].status, status) << wc_status_name(done[0].status);
+    EXPECT_EQ(done[0].vendor_error, static_cast<std::uint32_t>(rule));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EachRule, FastRegRules,
+    ::testing::Values(FastRegVendorError::no_region, FastRegVendorError::not_fast_reg_region,
+                      FastRegVendorError::key_index_changed,
+                      FastRegVendorError::variant_not_changed, FastRegVendorError::still_valid,
+                      FastRegVendorError::wrong_pd, FastRegVendorError::access_violation,
+                      FastRegVendorError::bad_access, FastRegVendorError::bad_page_size,
+                      FastRegVendorError::no_pages, FastRegVendorError::too_many_pages,
+                      FastRegVendorError::zero_length, FastRegVendorError::fbo_beyond_page,
+                      FastRegVendorError::length_beyond_pages,
+                      FastRegVendorError::base_va_not_fbo_aligned,
+                      FastRegVendorError::address_overflow, FastRegVendorError::page_not_aligned));
+
+} // namespace
+} // namespace prdma::rdma
