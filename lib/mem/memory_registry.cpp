@@ -55,8 +55,8 @@ std::uint64_t MemoryRegion::remote_end() const noexcept {
 AccessFlags MemoryRegion::access() const noexcept {
     return entry().access;
 }
-std::uint32_t MemoryRegion::bound_qpn() const noexcept {
-    return entry().bound_qpn;
+ConnectionId MemoryRegion::bound_connection() const noexcept {
+    return entry().bound_connection;
 }
 bool MemoryRegion::valid() const noexcept {
     return entry().state == KeyState::valid;
@@ -179,7 +179,7 @@ void MemoryRegistry::destroy(MemoryRegion* region) {
 
 Result<MemoryRegion*> MemoryRegistry::register_pages(std::uint32_t pd, const PageList& pages,
                                                      AccessFlags access, RegionKind kind,
-                                                     std::uint32_t bound_qpn, bool deduplicate) {
+                                                     ConnectionId connection, bool deduplicate) {
     const AccessRuleError rule = check_access_rules(access);
     if (rule != AccessRuleError::ok) {
         return Error(StatusCode::invalid_parameter,
@@ -198,7 +198,7 @@ Result<MemoryRegion*> MemoryRegistry::register_pages(std::uint32_t pd, const Pag
     if (const PageListError error = check_page_list(pages); error != PageListError::ok) {
         return page_list_error(error, "register");
     }
-    const DedupKey dedup_key{pd, pages.address, pages.length, access, bound_qpn, kind};
+    const DedupKey dedup_key{pd, pages.address, pages.length, access, connection, kind};
     if (deduplicate) {
         auto [first, last] = dedup_.equal_range(dedup_key);
         for (auto it = first; it != last; ++it) {
@@ -221,7 +221,7 @@ Result<MemoryRegion*> MemoryRegistry::register_pages(std::uint32_t pd, const Pag
     KeyEntry& e = keys_.entry(mr->index_);
     e.access = access | access_local_read;
     e.pd = pd;
-    e.bound_qpn = bound_qpn;
+    e.bound_connection = connection;
     e.start = pages.address;
     e.length = pages.length;
     e.table = mr->table_.get();
@@ -235,14 +235,14 @@ Result<MemoryRegion*> MemoryRegistry::register_pages(std::uint32_t pd, const Pag
 Result<MemoryRegion*> MemoryRegistry::register_virtual(std::uint32_t pd,
                                                        std::span<const VirtualPiece> pieces,
                                                        unsigned page_shift, AccessFlags access,
-                                                       std::uint32_t bound_qpn) {
+                                                       ConnectionId connection) {
     PageList pages;
     const PageListError error =
         build_virtual_page_list(pieces, page_shift, config_.translator, pages);
     if (error != PageListError::ok) {
         return page_list_error(error, "virtual registration");
     }
-    return register_pages(pd, pages, access, RegionKind::virtual_range, bound_qpn);
+    return register_pages(pd, pages, access, RegionKind::virtual_range, connection);
 }
 
 Result<MemoryRegion*> MemoryRegistry::register_sgl(std::uint32_t pd,

@@ -78,8 +78,9 @@ Result<RegistrationCache::Handle> RegistrationCache::acquire(const void* va, std
     }
     // Never shared with another registration of the range: once invalidated, this entry's pages
     // may no longer be the range's, and nobody else may inherit them.
-    auto region = registry_->register_pages(pd_, pages, access, RegionKind::virtual_range, any_qpn,
-                                            /*deduplicate=*/false);
+    auto region =
+        registry_->register_pages(pd_, pages, access, RegionKind::virtual_range, any_connection,
+                                  /*deduplicate=*/false);
     if (!region) {
         return region.error();
     }

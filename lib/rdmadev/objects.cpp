@@ -705,10 +705,17 @@ Status ProtectionDomain::connection_region(MemoryRegionHandle& out, const QueueP
     if (qp.qp_->pd != pd_) {
         return Error(StatusCode::invalid_parameter, "the QP belongs to another PD");
     }
+    if (dev->config.ops->qp_connection == nullptr) {
+        return Error(StatusCode::not_supported, "the device has no connection-bound regions");
+    }
+    // The driver's connection, not the class's copy of the state: the engine may have moved the
+    // QP to ERR on its own since the last modify.
+    const mem::ConnectionId connection = dev->config.ops->qp_connection(*dev, qp.qp_->driver);
     const QpState state = qp.qp_->attr.state;
-    if (state != QpState::rtr && state != QpState::rts) {
+    if (connection == mem::no_connection || (state != QpState::rtr && state != QpState::rts)) {
         return Error(StatusCode::not_connected,
-                     strformat("QP %u is %s: seed 002 registers memory for a connected socket only",
+                     strformat("QP %u is not connected (%s): seed 002 registers memory for a "
+                               "connected socket only",
                                qp.qp_->qpn, std::string(qp_state_name(state)).c_str()));
     }
     mem::PageList pages;
@@ -717,7 +724,7 @@ Status ProtectionDomain::connection_region(MemoryRegionHandle& out, const QueueP
         return mem::page_list_error(error, "register_for_connection");
     }
     return adopt(dev->registry->register_pages(pd_->id, pages, mem::access_from_wsp(access),
-                                               mem::RegionKind::virtual_range, qp.qp_->qpn),
+                                               mem::RegionKind::virtual_range, connection),
                  request_id, may_pend, out);
 }
 

@@ -196,6 +196,8 @@ struct SwroceQp {
     RequesterState req;
     ResponderState resp;
     StatusCode post_error = StatusCode::ok; // why the last post took fewer WRs than offered
+    // From INIT to RTR until ERR or RESET: what a connection-bound region (seed 002) must match.
+    mem::ConnectionId connection = mem::no_connection;
     bool destroying = false;
     bool error_reported = false; // qp_fatal / last_wqe_reached recorded for this entry into ERR
 
@@ -203,6 +205,9 @@ struct SwroceQp {
     void set_state(rdma::QpState state) noexcept {
         attr.state = state;
         attr.cur_state = state;
+        if (state == rdma::QpState::err || state == rdma::QpState::reset) {
+            connection = mem::no_connection; // its bound regions are unusable from now on
+        }
     }
     [[nodiscard]] bool has_peer_mac() const noexcept { return attr.dest_mac.has_value(); }
     [[nodiscard]] std::uint32_t mtu() const noexcept { return rdma::mtu_bytes(attr.path_mtu); }

@@ -39,7 +39,7 @@ bool check_local_keys(SwroceQp& qp, SendWqe& wqe) noexcept {
         const rdma::Sge& sge = wqe.sges[i];
         const mem::KeyEntry* entry = nullptr;
         const mem::KeyCheck check =
-            registry.check({sge.lkey, qp.pd, qp.qpn, access, sge.addr, sge.length}, &entry);
+            registry.check({sge.lkey, qp.pd, qp.connection, access, sge.addr, sge.length}, &entry);
         if (check != mem::KeyCheck::ok) {
             fail_qp(qp, rdma::WcStatus::local_protection_error, static_cast<std::uint32_t>(check));
             return false;

@@ -210,7 +210,8 @@ bool check_rkey(SwroceQp& qp, const Request& r, mem::MemoryKey rkey, mem::Access
         return false;
     }
     const mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
-    if (registry.check({rkey, qp.pd, qp.qpn, access, va, length}, entry) != mem::KeyCheck::ok) {
+    if (registry.check({rkey, qp.pd, qp.connection, access, va, length}, entry) !=
+        mem::KeyCheck::ok) {
         refuse(qp, r, ResponderError::remote_access, roce::NakCode::remote_access_error);
         return false;
     }
@@ -291,7 +292,7 @@ bool scatter(SwroceQp& qp, std::span<const std::uint8_t> payload) noexcept {
             std::min<std::size_t>(payload.size() - done, sge.length - skip));
         const mem::KeyEntry* entry = nullptr;
         if (registry.check(
-                {sge.lkey, qp.pd, qp.qpn, mem::access_local_write, sge.addr + skip, take},
+                {sge.lkey, qp.pd, qp.connection, mem::access_local_write, sge.addr + skip, take},
                 &entry) != mem::KeyCheck::ok) {
             return false;
         }

@@ -225,7 +225,12 @@ void free_qp(SwroceDevice& dev, SwroceQp* qp) {
 void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) noexcept {
     // A modify that names the peer without its MAC keeps the one ARP or an earlier modify found.
     const std::optional<std::array<std::uint8_t, 6>> known_mac = qp.attr.dest_mac;
+    const rdma::QpState was = qp.state();
     rdma::driver::merge_qp_attr(qp.attr, attr, mask);
+    qp.set_state(qp.attr.state);
+    if (was == rdma::QpState::init && qp.state() == rdma::QpState::rtr) {
+        qp.connection = qp.device->last_connection.fetch_add(1, std::memory_order_relaxed) + 1;
+    }
     if (!qp.attr.dest_mac) {
         qp.attr.dest_mac = known_mac;
     }
@@ -573,6 +578,10 @@ std::uint32_t qp_send_psn(Device&, void* queue) {
     return static_cast<SwroceQp*>(queue)->req.send_psn;
 }
 
+mem::ConnectionId qp_connection(Device&, void* queue) {
+    return static_cast<SwroceQp*>(queue)->connection;
+}
+
 void query_qp(Device&, void* queue, rdma::QpAttr& attr) {
     const auto& qp = *static_cast<const SwroceQp*>(queue);
     // The engine moves a QP to ERR on its own (an error NAK, retries exhausted, a bad WR).
@@ -730,6 +739,7 @@ const rdma::driver::DeviceOps swroce_ops = {
     .deregister_mr = deregister_mr,
     .control_progress = control_progress,
     .qp_send_psn = qp_send_psn,
+    .qp_connection = qp_connection,
     .query_qp = query_qp,
     .close = close_device,
     .stats = stats,

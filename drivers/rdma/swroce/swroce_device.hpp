@@ -144,6 +144,9 @@ struct SwroceDevice {
     ::rte_mempool* capture_pool = nullptr;
     ~SwroceDevice();
     SwroceCounters control_counters; // written by the control path only
+    // The last connection handed out (qp.connection). Atomic: owners apply modifies of their own
+    // QPs between bursts, on their lcores; 64 bits never wrap, so an id is never given twice.
+    std::atomic<mem::ConnectionId> last_connection{mem::no_connection};
 
     [[nodiscard]] SwroceCounters& counters_of(const SwroceQp& qp) noexcept {
         return groups[qp.queue_group]->counters;

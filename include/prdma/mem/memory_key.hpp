@@ -54,12 +54,17 @@ enum class KeyCheck : std::uint8_t {
     lkey_only,        // a DMA MR: its key is never valid as an rkey
     access_denied,    // the region does not allow this access
     out_of_bounds,    // [addr, addr + len) is not inside the region
-    wrong_connection, // bound to another queue pair (seed 002: only the connected peer)
+    wrong_connection, // bound to another connection, or one that has ended (seed 002)
 };
 
 std::string_view key_check_name(KeyCheck check);
 
-inline constexpr std::uint32_t any_qpn = 0xffffffffU;
+// A connection: what a queue pair gets from the device each time it is connected (INIT to RTR),
+// never reused by the device, and loses when it leaves the connection (ERR, RESET, destroyed).
+// Seed 002's regions are bound to one: a QPN is reused, a connection is not.
+using ConnectionId = std::uint64_t;
+inline constexpr ConnectionId no_connection = 0;  // a QP that is not connected
+inline constexpr ConnectionId any_connection = 0; // a region usable from every connection
 
 // One key's state, checked on every access: kept to one cache line.
 struct PRDMA_CACHE_ALIGNED KeyEntry {
@@ -70,7 +75,7 @@ struct PRDMA_CACHE_ALIGNED KeyEntry {
     bool identity = false;  // DMA MR: address == CPU address, bounded by start/length
     AccessFlags access = access_none;
     std::uint32_t pd = 0;
-    std::uint32_t bound_qpn = any_qpn;
+    ConnectionId bound_connection = any_connection;
     std::uint64_t start = 0; // region address of the first byte
     std::uint64_t length = 0;
     const TranslationTable* table = nullptr; // null for identity regions
@@ -78,11 +83,11 @@ struct PRDMA_CACHE_ALIGNED KeyEntry {
 };
 static_assert(sizeof(KeyEntry) == PRDMA_CACHE_LINE_SIZE);
 
-// What an access needs: the key, who asks (PD, queue pair), what and where.
+// What an access needs: the key, who asks (PD, the queue pair's connection), what and where.
 struct KeyAccess {
     MemoryKey key;
     std::uint32_t pd;
-    std::uint32_t qpn;
+    ConnectionId connection;
     AccessFlags
         access; // access_local_read / access_local_write for lkeys, access_remote_* for rkeys
     std::uint64_t addr;
@@ -152,13 +157,14 @@ public:
         if (PRDMA_UNLIKELY(e.pd != request.pd && !e.any_pd)) {
             return KeyCheck::wrong_pd;
         }
-        if (PRDMA_UNLIKELY((request.access & access_remote_any) != 0)) {
-            if (e.lkey_only) {
-                return KeyCheck::lkey_only;
-            }
-            if (e.bound_qpn != any_qpn && e.bound_qpn != request.qpn) {
-                return KeyCheck::wrong_connection;
-            }
+        if (PRDMA_UNLIKELY((request.access & access_remote_any) != 0 && e.lkey_only)) {
+            return KeyCheck::lkey_only;
+        }
+        // Local use too (seed 002: only that connection, only while it is established). A QP
+        // without a connection asks with no_connection, which no bound region carries.
+        if (PRDMA_UNLIKELY(e.bound_connection != any_connection &&
+                           e.bound_connection != request.connection)) {
+            return KeyCheck::wrong_connection;
         }
         if (PRDMA_UNLIKELY((request.access & ~(e.access | access_local_read)) != 0)) {
             return KeyCheck::access_denied;

@@ -49,7 +49,8 @@ public:
     // 0 when the region grants no remote access (and always for the DMA MR).
     [[nodiscard]] MemoryKey rkey() const noexcept;
     [[nodiscard]] std::uint32_t references() const noexcept { return references_; }
-    [[nodiscard]] std::uint32_t bound_qpn() const noexcept;
+    // The connection it is bound to (seed 002), any_connection when none.
+    [[nodiscard]] ConnectionId bound_connection() const noexcept;
     [[nodiscard]] const TranslationTable* table() const noexcept { return table_.get(); }
     // Fast-register MRs: the page capacity and the access they were initialised for.
     [[nodiscard]] std::uint32_t max_pages() const noexcept { return max_pages_; }

@@ -69,17 +69,18 @@ public:
     ~MemoryRegistry();
 
     // Registers a page list. The same (pd, address, length, access, connection) again returns the
-    // same region with one more reference (seed 002). `bound_qpn` restricts remote use to one
-    // queue pair (seed 002: only the connected peer). Without `deduplicate` the region is private:
-    // it neither joins an existing one nor is joined later.
+    // same region with one more reference (seed 002). `connection` restricts every use of its keys
+    // to one connection of one queue pair (seed 002: only the connected peer, only while
+    // connected). Without `deduplicate` the region is private: it neither joins an existing one nor
+    // is joined later.
     Result<MemoryRegion*> register_pages(std::uint32_t pd, const PageList& pages,
                                          AccessFlags access,
                                          RegionKind kind = RegionKind::virtual_range,
-                                         std::uint32_t bound_qpn = any_qpn,
+                                         ConnectionId connection = any_connection,
                                          bool deduplicate = true);
     Result<MemoryRegion*> register_virtual(std::uint32_t pd, std::span<const VirtualPiece> pieces,
                                            unsigned page_shift, AccessFlags access,
-                                           std::uint32_t bound_qpn = any_qpn);
+                                           ConnectionId connection = any_connection);
     Result<MemoryRegion*> register_sgl(std::uint32_t pd, std::span<const SglElement> sgl,
                                        unsigned page_shift, AccessFlags access);
     // The DMA MR: one region shared by every PD, lkey only, local write always granted; each call
@@ -131,7 +132,7 @@ private:
     void destroy(MemoryRegion* region);
 
     using DedupKey = std::tuple<std::uint32_t, std::uint64_t, std::uint64_t, AccessFlags,
-                                std::uint32_t, RegionKind>;
+                                ConnectionId, RegionKind>;
 
     RegistryConfig config_;
     KeyTable keys_;

@@ -104,6 +104,11 @@ struct DeviceOps {
     void (*control_progress)(Device& device);
     // Exported connection details of a QP: the driver's current send PSN.
     std::uint32_t (*qp_send_psn)(Device& device, void* qp);
+    // The QP's current connection (mem::ConnectionId: a new one each time it goes from INIT to
+    // RTR, no_connection after ERR or RESET), which register_for_connection binds a region to and
+    // the device checks on every use of its keys. Null: the device has no connection-bound
+    // regions and register_for_connection fails with not_supported.
+    mem::ConnectionId (*qp_connection)(Device& device, void* qp);
     // What the driver knows beyond what it was given (a MAC it resolved, its current PSNs);
     // called on the class's copy of the attributes.
     void (*query_qp)(Device& device, void* qp, QpAttr& attr);

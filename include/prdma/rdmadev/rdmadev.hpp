@@ -154,7 +154,13 @@ public:
     // from the call on and is ready() once ok is returned or the completion has been polled.
     Status register_memory(MemoryRegionHandle& out, const void* addr, std::size_t length,
                            AccessFlags access, std::uint64_t request_id);
-    // Seed 002: usable remotely only by `qp`'s peer while connected; refcounted per connection.
+    // Seed 002: a region bound to `qp`'s current connection (the one it entered at INIT to RTR).
+    // Its keys work only on that QP and only while that connection lasts, remotely (the peer's
+    // WRITE, READ, atomic) and locally (an SGE); once the QP goes to ERR or RESET, or is
+    // destroyed, they fail for good (remote_access_error at the peer, local_protection_error
+    // here), even after the QP or a new QP with its number is connected again. `qp` must be RTR
+    // or RTS (not_connected). The same buffer, access and connection again is the same region
+    // with one more reference. `access` takes MEM_READ / MEM_WRITE only (invalid_parameter).
     Result<MemoryRegionHandle> register_for_connection(const QueuePair& qp, const void* addr,
                                                        std::size_t length, mem::WspAccess access);
     Status register_for_connection(MemoryRegionHandle& out, const QueuePair& qp, const void* addr,

@@ -50,9 +50,9 @@ protected:
         key_ = table_->validate(index_);
     }
     KeyCheck check(MemoryKey key, std::uint32_t pd, AccessFlags access, std::uint64_t addr,
-                   std::uint64_t len, std::uint32_t qpn = 9) {
+                   std::uint64_t len, ConnectionId connection = 9) {
         const KeyEntry* found = nullptr;
-        const KeyCheck result = table_->check({key, pd, qpn, access, addr, len}, &found);
+        const KeyCheck result = table_->check({key, pd, connection, access, addr, len}, &found);
         if (result == KeyCheck::ok) {
             EXPECT_EQ(found, &table_->entry(index_));
         }
@@ -88,11 +88,11 @@ TEST_F(KeyCheckTest, EachFailureIsDistinct) {
     EXPECT_EQ(check(0, 3, access_local_read, 0x1000, 1), KeyCheck::free_entry)
         << "key 0 is never valid";
 
-    table_->entry(index_).bound_qpn = 9;
+    table_->entry(index_).bound_connection = 9;
     EXPECT_EQ(check(key_, 3, access_remote_read, 0x1000, 1, 9), KeyCheck::ok);
     EXPECT_EQ(check(key_, 3, access_remote_read, 0x1000, 1, 10), KeyCheck::wrong_connection);
-    EXPECT_EQ(check(key_, 3, access_local_read, 0x1000, 1, 10), KeyCheck::ok)
-        << "the binding restricts remote use only";
+    EXPECT_EQ(check(key_, 3, access_local_read, 0x1000, 1, 10), KeyCheck::wrong_connection)
+        << "seed 002: only that connection, locally too";
 
     table_->entry(index_).lkey_only = true;
     EXPECT_EQ(check(key_, 3, access_remote_read, 0x1000, 1, 9), KeyCheck::lkey_only);

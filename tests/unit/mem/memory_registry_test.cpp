@@ -25,14 +25,14 @@ protected:
         registry_ = std::move(MemoryRegistry::create(config).value());
     }
     Result<MemoryRegion*> reg(std::uint32_t pd, std::uintptr_t va, std::uint64_t len,
-                              AccessFlags access, std::uint32_t qpn = any_qpn) {
+                              AccessFlags access, ConnectionId connection = any_connection) {
         const VirtualPiece piece{va, len};
-        return registry_->register_virtual(pd, {&piece, 1}, 12, access, qpn);
+        return registry_->register_virtual(pd, {&piece, 1}, 12, access, connection);
     }
     KeyCheck check(MemoryKey key, std::uint32_t pd, AccessFlags access, std::uint64_t addr,
-                   std::uint64_t len, std::uint32_t qpn = 1) {
+                   std::uint64_t len, ConnectionId connection = 1) {
         const KeyEntry* entry = nullptr;
-        return registry_->check({key, pd, qpn, access, addr, len}, &entry);
+        return registry_->check({key, pd, connection, access, addr, len}, &entry);
     }
     std::unique_ptr<MemoryRegistry> registry_;
 };
@@ -186,10 +186,19 @@ TEST_F(RegistryTest, InconsistentPageListsAreRejected) {
 TEST_F(RegistryTest, ConnectionBoundRegion) {
     auto mr = reg(1, kBase, k4k, access_local_write | access_remote_write, 42);
     ASSERT_TRUE(mr.ok());
-    EXPECT_EQ(mr.value()->bound_qpn(), 42U);
+    EXPECT_EQ(mr.value()->bound_connection(), 42U);
     EXPECT_EQ(check(mr.value()->rkey(), 1, access_remote_write, kBase, 8, 42), KeyCheck::ok);
     EXPECT_EQ(check(mr.value()->rkey(), 1, access_remote_write, kBase, 8, 43),
               KeyCheck::wrong_connection);
+    EXPECT_EQ(check(mr.value()->lkey(), 1, access_local_write, kBase, 8, 43),
+              KeyCheck::wrong_connection);
+    EXPECT_EQ(check(mr.value()->rkey(), 1, access_remote_write, kBase, 8, no_connection),
+              KeyCheck::wrong_connection)
+        << "a QP that is not connected has no connection a region can be bound to";
+    // The same buffer for another connection is another region, not one more reference.
+    auto other = reg(1, kBase, k4k, access_local_write | access_remote_write, 43);
+    ASSERT_TRUE(other.ok());
+    EXPECT_NE(other.value(), mr.value());
 }
 
 TEST_F(RegistryTest, ScatterGatherRegion) {

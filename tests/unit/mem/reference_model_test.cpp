@@ -504,11 +504,10 @@ TEST(MemReferenceModel, TranslationTablesMatchPageModel) {
 // =============================================================================================
 
 constexpr std::uint32_t model_max_keys = 64; // 63 usable indices: heavy reuse, variants wrap
-constexpr std::uint32_t bound_qp = 7;
-constexpr std::uint32_t other_qp = 8;
+constexpr ConnectionId bound_connection = 7;
+constexpr ConnectionId other_connection = 8;
 
-using DedupKey =
-    std::tuple<std::uint32_t, std::uint64_t, std::uint64_t, AccessFlags, std::uint32_t>;
+using DedupKey = std::tuple<std::uint32_t, std::uint64_t, std::uint64_t, AccessFlags, ConnectionId>;
 
 // What the model knows of one key index.
 struct KeyModel {
@@ -516,7 +515,7 @@ struct KeyModel {
     std::uint8_t variant = 0;
     std::uint32_t pd = 0;
     AccessFlags access = access_none; // as checked: with local read
-    std::uint32_t bound_qpn = any_qpn;
+    ConnectionId bound = any_connection;
     std::uint64_t start = 0;
     std::uint64_t length = 0;
     RegionKind kind = RegionKind::virtual_range;
@@ -664,7 +663,7 @@ void RegistryModel::op_register() {
         shape = {pick(rng_, 0x100000, 0x7fffffff), pick(rng_, 1, 5 * std::uint64_t{4096})};
     }
     const AccessFlags access = random_access(0.05);
-    const std::uint32_t bound = coin(rng_, 0.15) ? bound_qp : any_qpn;
+    const ConnectionId bound = coin(rng_, 0.15) ? bound_connection : any_connection;
     const bool deduplicate = !coin(rng_, 0.1);
     PageList pages;
     const VirtualPiece piece{shape.va, shape.length};
@@ -700,7 +699,7 @@ void RegistryModel::op_register() {
     m.state = KeyState::valid;
     m.pd = pd;
     m.access = access | access_local_read;
-    m.bound_qpn = bound;
+    m.bound = bound;
     m.start = shape.va;
     m.length = shape.length;
     m.kind = RegionKind::virtual_range;
@@ -1148,8 +1147,7 @@ Expected RegistryModel::expected_check(const KeyAccess& request) const {
     if (m.pd != request.pd) {
         return {KeyCheck::wrong_pd};
     }
-    if ((request.access & access_remote_any) != 0 && m.bound_qpn != any_qpn &&
-        m.bound_qpn != request.qpn) {
+    if (m.bound != any_connection && m.bound != request.connection) {
         return {KeyCheck::wrong_connection};
     }
     if ((request.access & ~(m.access | access_local_read)) != 0) {
@@ -1172,7 +1170,7 @@ KeyAccess RegistryModel::random_request(MemoryKey key) {
     request.pd = m != nullptr && m->pd != 0 && coin(rng_, 0.85)
                      ? m->pd
                      : static_cast<std::uint32_t>(pick(rng_, 1, 3));
-    request.qpn = coin(rng_, 0.5) ? bound_qp : other_qp;
+    request.connection = coin(rng_, 0.5) ? bound_connection : other_connection;
     static constexpr std::array<AccessFlags, 8> asks{access_local_read,
                                                      access_local_write,
                                                      access_remote_read,
@@ -1240,9 +1238,10 @@ void RegistryModel::check_lookup(MemoryKey key, const IssuedKey* issued) {
     const KeyCheck result = registry_->check(request, &found);
     ++checks_[static_cast<std::size_t>(result)];
     ASSERT_EQ(result, expected.check)
-        << "key " << hex(key) << " pd " << request.pd << " qpn " << request.qpn << " access "
-        << hex(request.access) << " [" << hex(request.addr) << ", +" << hex(request.length)
-        << "): got " << key_check_name(result) << ", expected " << key_check_name(expected.check);
+        << "key " << hex(key) << " pd " << request.pd << " connection " << request.connection
+        << " access " << hex(request.access) << " [" << hex(request.addr) << ", +"
+        << hex(request.length) << "): got " << key_check_name(result) << ", expected "
+        << key_check_name(expected.check);
     if (result == KeyCheck::ok && request.length > 0) {
         ASSERT_NE(found, nullptr);
         ASSERT_EQ(as_address(KeyTable::host(*found, request.addr)), expected.host)
