@@ -29,7 +29,14 @@ enum class AccessRuleError : std::uint8_t {
     remote_write_needs_local_write, // IBTA: remote write/atomic require local write
 };
 
-// Checks a requested access mask against the IBTA rules.
+// Checks a requested access mask against the IBTA rules. One rule for every entry point
+// (register_memory, register_sgl, register_virtual, the registration cache, alloc_fast_reg_region,
+// a FAST_REG work request, masks made by access_from_ndk_flags): remote write or remote atomic
+// without local write is refused, as verbs refuses it; no entry point adds local write on the
+// caller's behalf. NDK callers comply without trying: NDK spells ALLOW_REMOTE_WRITE as 0x30, which
+// contains ALLOW_LOCAL_WRITE. Two registrations always allow local write because they have no
+// flag for it: seed 002's WSP regions (the registering process owns the buffer) and the DMA MR
+// (seed 004).
 constexpr AccessRuleError check_access_rules(AccessFlags access) {
     if ((access & ~access_all) != 0) {
         return AccessRuleError::unknown_flags;
@@ -43,8 +50,8 @@ constexpr AccessRuleError check_access_rules(AccessFlags access) {
 
 std::string_view access_rule_error_name(AccessRuleError error);
 
-// NDK (seed 001) flags as NDK_OP_FLAG_* values; ALLOW_REMOTE_WRITE (0x30) contains
-// ALLOW_LOCAL_WRITE (0x10), which is how "remote write implies local write" is spelled there.
+// NDK (seed 001) flags as NDK_OP_FLAG_* values. ALLOW_REMOTE_WRITE (0x30) contains
+// ALLOW_LOCAL_WRITE (0x10): NDK's own spelling of the rule above.
 namespace ndk {
 inline constexpr std::uint32_t silent_success = 0x00000001;
 inline constexpr std::uint32_t read_fence = 0x00000002;
@@ -54,13 +61,15 @@ inline constexpr std::uint32_t allow_remote_write = 0x00000030;
 inline constexpr std::uint32_t defer = 0x00000200;
 } // namespace ndk
 
+// Bit for bit: 0x10 is local write and 0x20 (ALLOW_REMOTE_WRITE's own bit) remote write, so
+// 0x20 without 0x10 is a mask check_access_rules refuses, not one silently without write.
 constexpr AccessFlags access_from_ndk_flags(std::uint32_t flags) {
     AccessFlags access = access_local_read;
-    if ((flags & ndk::allow_local_write) == ndk::allow_local_write) {
+    if ((flags & ndk::allow_local_write) != 0) {
         access |= access_local_write;
     }
-    if ((flags & ndk::allow_remote_write) == ndk::allow_remote_write) {
-        access |= access_remote_write | access_local_write;
+    if ((flags & ndk::allow_remote_write & ~ndk::allow_local_write) != 0) {
+        access |= access_remote_write;
     }
     if ((flags & ndk::allow_remote_read) != 0) {
         access |= access_remote_read;
