@@ -27,9 +27,25 @@ void RegistrationCache::Handle::reset() noexcept {
     }
 }
 
+RegistrationCache::RegistrationCache(CacheRegistrar registrar, CacheLimits limits)
+    : registrar_(std::move(registrar)), limits_(limits) {}
+
 RegistrationCache::RegistrationCache(MemoryRegistry& registry, std::uint32_t pd, CacheLimits limits,
                                      PageListBuilder builder)
-    : registry_(&registry), pd_(pd), limits_(limits), builder_(std::move(builder)) {}
+    : RegistrationCache(
+          CacheRegistrar{
+              [&registry, pd, builder = std::move(builder)](
+                  const void* va, std::size_t length, AccessFlags access) -> Result<MemoryRegion*> {
+                  PageList pages;
+                  const PageListError error = builder(va, length, pages);
+                  if (error != PageListError::ok) {
+                      return page_list_error(error, "registration cache");
+                  }
+                  return registry.register_pages(pd, pages, access, RegionKind::virtual_range,
+                                                 any_connection, /*deduplicate=*/false);
+              },
+              [&registry](MemoryRegion* region) { (void)registry.deregister(region); }},
+          limits) {}
 
 RegistrationCache::~RegistrationCache() {
     if (!event_callback_name_.empty()) {
@@ -71,16 +87,7 @@ Result<RegistrationCache::Handle> RegistrationCache::acquire(const void* va, std
                                limits_.max_entries,
                                static_cast<unsigned long long>(limits_.max_bytes)));
     }
-    PageList pages;
-    const PageListError error = builder_(va, length, pages);
-    if (error != PageListError::ok) {
-        return page_list_error(error, "registration cache");
-    }
-    // Never shared with another registration of the range: once invalidated, this entry's pages
-    // may no longer be the range's, and nobody else may inherit them.
-    auto region =
-        registry_->register_pages(pd_, pages, access, RegionKind::virtual_range, any_connection,
-                                  /*deduplicate=*/false);
+    auto region = registrar_.register_range(va, length, access);
     if (!region) {
         return region.error();
     }
@@ -138,7 +145,7 @@ void RegistrationCache::drop(Entry* entry) noexcept {
         // Only the destructor drops entries in use; a Handle outliving its cache is a bug.
         --stats_.in_use;
     }
-    (void)registry_->deregister(entry->region);
+    registrar_.release(entry->region);
     auto range = entries_.equal_range(entry->start);
     for (auto it = range.first; it != range.second; ++it) {
         if (it->second.get() == entry) {

@@ -21,7 +21,7 @@ using detail::QpObject;
 namespace detail {
 
 void release_pd_child(PdObject* pd) {
-    if (pd->handle_dropped && pd->qps == 0 && pd->mrs == 0) {
+    if (pd->handle_dropped && !pd->has_children()) {
         std::unique_ptr<PdObject> owned(pd);
         --owned->context->resources.pds;
     }
@@ -609,9 +609,10 @@ Status ProtectionDomain::destroy() {
     if (pd_ == nullptr) {
         return {};
     }
-    if (pd_->qps > 0 || pd_->mrs > 0) {
+    if (pd_->has_children()) {
         return Error(StatusCode::busy,
-                     strformat("PD %u still has %u QPs and %u MRs", pd_->id, pd_->qps, pd_->mrs));
+                     strformat("PD %u still has %u QPs, %u MRs and %u registration caches", pd_->id,
+                               pd_->qps, pd_->mrs, pd_->caches));
     }
     std::unique_ptr<PdObject> owned(std::exchange(pd_, nullptr));
     --owned->context->resources.pds;
@@ -620,15 +621,20 @@ Status ProtectionDomain::destroy() {
 
 Status ProtectionDomain::adopt(Result<mem::MemoryRegion*> region, std::uint64_t request_id,
                                bool may_pend, MemoryRegionHandle& out) {
+    return adopt(*pd_, std::move(region), request_id, may_pend, out);
+}
+
+Status ProtectionDomain::adopt(PdObject& pd, Result<mem::MemoryRegion*> region,
+                               std::uint64_t request_id, bool may_pend, MemoryRegionHandle& out) {
     if (!region) {
         return region.error();
     }
-    ContextState& context = *pd_->context;
+    ContextState& context = *pd.context;
     auto mr = std::make_unique<MrObject>();
-    mr->context = pd_->context;
-    mr->pd = pd_;
+    mr->context = pd.context;
+    mr->pd = &pd;
     mr->region = region.value();
-    ++pd_->mrs;
+    ++pd.mrs;
     ++context.resources.mrs;
     driver::Device* dev = detail::live_device(context);
     // Only a new region is news to the device; another reference to a known one is not.
@@ -773,6 +779,39 @@ Status ProtectionDomain::register_sgl(MemoryRegionHandle& out, std::span<const m
                                       unsigned page_shift, AccessFlags access,
                                       std::uint64_t request_id) {
     return sgl_region(out, sgl, page_shift, access, request_id, true);
+}
+
+Status ProtectionDomain::virtual_region(MemoryRegionHandle& out,
+                                        std::span<const mem::VirtualPiece> pieces,
+                                        unsigned page_shift, AccessFlags access,
+                                        std::uint64_t request_id, bool may_pend) {
+    if (pd_ == nullptr) {
+        return Error(StatusCode::invalid_parameter, "the PD is not allocated");
+    }
+    driver::Device* dev = detail::live_device(*pd_->context);
+    if (dev == nullptr) {
+        return removed(*pd_->context);
+    }
+    return adopt(dev->registry->register_virtual(pd_->id, pieces, page_shift, access), request_id,
+                 may_pend, out);
+}
+
+Result<MemoryRegionHandle>
+ProtectionDomain::register_virtual(std::span<const mem::VirtualPiece> pieces, unsigned page_shift,
+                                   AccessFlags access) {
+    MemoryRegionHandle handle;
+    if (Status status = virtual_region(handle, pieces, page_shift, access, 0, false);
+        !status.ok()) {
+        return status.error();
+    }
+    return handle;
+}
+
+Status ProtectionDomain::register_virtual(MemoryRegionHandle& out,
+                                          std::span<const mem::VirtualPiece> pieces,
+                                          unsigned page_shift, AccessFlags access,
+                                          std::uint64_t request_id) {
+    return virtual_region(out, pieces, page_shift, access, request_id, true);
 }
 
 Status ProtectionDomain::dma_region(MemoryRegionHandle& out, std::uint64_t request_id,

@@ -71,7 +71,10 @@ struct PdObject {
     std::uint32_t id = 0;
     std::uint32_t qps = 0;
     std::uint32_t mrs = 0;
+    std::uint32_t caches = 0;    // registration caches over this PD (create_registration_cache)
     bool handle_dropped = false; // destroyed by its handle while children lived: free with the last
+
+    [[nodiscard]] bool has_children() const noexcept { return qps > 0 || mrs > 0 || caches > 0; }
 };
 
 struct CqObject {

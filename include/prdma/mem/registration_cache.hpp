@@ -39,6 +39,17 @@ struct CacheStats {
 // Builds the page list of [va, va + length); build_dma_page_list for DPDK memory.
 using PageListBuilder = std::function<PageListError(const void* va, std::size_t length, PageList&)>;
 
+// How the cache registers a range and lets a region go: straight on a MemoryRegistry (the
+// constructor that takes one), or through a device's protection domain, so the device sees the
+// registrations as any other (rdma::ProtectionDomain::create_registration_cache).
+struct CacheRegistrar {
+    // A private registration of [va, va + length): never shared with another registration of
+    // the range (once invalidated, its pages may no longer be the range's).
+    std::function<Result<MemoryRegion*>(const void* va, std::size_t length, AccessFlags access)>
+        register_range;
+    std::function<void(MemoryRegion* region)> release;
+};
+
 class RegistrationCache {
     struct Entry;
 
@@ -66,6 +77,8 @@ public:
         Entry* entry_ = nullptr;
     };
 
+    RegistrationCache(CacheRegistrar registrar, CacheLimits limits);
+    // Registers on `registry` directly, for protection domain `pd`.
     RegistrationCache(MemoryRegistry& registry, std::uint32_t pd, CacheLimits limits,
                       PageListBuilder builder);
     RegistrationCache(const RegistrationCache&) = delete;
@@ -101,10 +114,8 @@ private:
     bool evict_for(std::size_t entries, std::uint64_t bytes);
     static void on_dpdk_memory_event(int event, const void* addr, std::size_t length, void* arg);
 
-    MemoryRegistry* registry_;
-    std::uint32_t pd_;
+    CacheRegistrar registrar_;
     CacheLimits limits_;
-    PageListBuilder builder_;
     mutable std::mutex mutex_; // a DPDK memory event arrives on whichever thread frees memory
     std::multimap<std::uintptr_t, std::unique_ptr<Entry>> entries_; // by start address
     std::list<Entry*> unused_;                                      // LRU, most recent first

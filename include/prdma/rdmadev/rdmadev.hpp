@@ -37,6 +37,7 @@
 #include <prdma/mem/access.hpp>
 #include <prdma/mem/memory_region.hpp>
 #include <prdma/mem/page_list.hpp>
+#include <prdma/mem/registration_cache.hpp>
 #include <prdma/rdmadev/attributes.hpp>
 #include <prdma/rdmadev/types.hpp>
 #include <prdma/rdmadev/work_request.hpp>
@@ -148,6 +149,8 @@ public:
     explicit operator bool() const noexcept { return pd_ != nullptr; }
 
     // ibv_reg_mr / IbRegVirtMr on DPDK memory (hugepage or registered external memory).
+    // Access, here and on every registration below: remote write or remote atomic without local
+    // write is invalid_parameter, as in verbs (the one rule of mem::check_access_rules).
     Result<MemoryRegionHandle> register_memory(const void* addr, std::size_t length,
                                                AccessFlags access);
     // The same, in the form that may pend (see the top of this file): `out` holds the region
@@ -166,6 +169,14 @@ public:
     Status register_for_connection(MemoryRegionHandle& out, const QueuePair& qp, const void* addr,
                                    std::size_t length, mem::WspAccess access,
                                    std::uint64_t request_id);
+    // IbRegVirtMr with an MDL chain (seed 000): the region is `pieces` one after another from
+    // the first piece's address; only the first piece may start and only the last may end
+    // inside a page of 2^page_shift bytes. Every piece must be DPDK memory (or registered
+    // external memory) the device can translate.
+    Result<MemoryRegionHandle> register_virtual(std::span<const mem::VirtualPiece> pieces,
+                                                unsigned page_shift, AccessFlags access);
+    Status register_virtual(MemoryRegionHandle& out, std::span<const mem::VirtualPiece> pieces,
+                            unsigned page_shift, AccessFlags access, std::uint64_t request_id);
     // IbRegScatterGatherMr: an IOVA scatter/gather list.
     Result<MemoryRegionHandle> register_sgl(std::span<const mem::SglElement> sgl,
                                             unsigned page_shift, AccessFlags access);
@@ -180,7 +191,15 @@ public:
     Status alloc_fast_reg_region(MemoryRegionHandle& out, std::uint32_t max_pages,
                                  AccessFlags allowed_access, std::uint64_t request_id);
 
-    // Fails busy while QPs or MRs of this PD exist.
+    // A find-or-register cache (mem::RegistrationCache) whose regions are this PD's, registered
+    // and deregistered through the device exactly as register_memory's are, and counted against
+    // the PD and its context. The PD stays (destroy() is busy) until the cache is gone. Like
+    // every control call on a context, the cache is used from one thread at a time, DPDK memory
+    // events included (watch_dpdk_memory_events: the thread that frees the memory).
+    Result<std::unique_ptr<mem::RegistrationCache>>
+    create_registration_cache(const mem::CacheLimits& limits = {});
+
+    // Fails busy while QPs, MRs or registration caches of this PD exist.
     Status destroy();
 
 private:
@@ -191,6 +210,11 @@ private:
     // the device (which may pend when `request_id` allows it).
     Status adopt(Result<mem::MemoryRegion*> region, std::uint64_t request_id, bool may_pend,
                  MemoryRegionHandle& out);
+    static Status adopt(detail::PdObject& pd, Result<mem::MemoryRegion*> region,
+                        std::uint64_t request_id, bool may_pend, MemoryRegionHandle& out);
+    Status virtual_region(MemoryRegionHandle& out, std::span<const mem::VirtualPiece> pieces,
+                          unsigned page_shift, AccessFlags access, std::uint64_t request_id,
+                          bool may_pend);
     Status register_pages(MemoryRegionHandle& out, const void* addr, std::size_t length,
                           AccessFlags access, std::uint64_t request_id, bool may_pend);
     Status alloc_fast_reg(MemoryRegionHandle& out, std::uint32_t max_pages,

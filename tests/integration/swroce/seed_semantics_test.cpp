@@ -525,6 +525,119 @@ TEST_F(ConnectionRegion, AWriteOnlyRegionIsNotReadableByThePeer) {
     EXPECT_EQ(done[0].status, WcStatus::remote_access_error) << wc_status_name(done[0].status);
 }
 
+// ---- Item 8: one access rule on every entry point ----
+
+TEST_F(SeedSemantics, RemoteWriteWithoutLocalWriteIsRefusedOnEveryEntryPoint) {
+    ProtectionDomain& pd = b_->pd;
+    const mem::VirtualPiece piece{reinterpret_cast<std::uintptr_t>(b_->data()), 4096};
+    auto sgl_of = [&](std::uint64_t iova) { return mem::SglElement{iova, 4096}; };
+    const mem::SglElement element = sgl_of(b_->buffer.iova());
+    auto cache = pd.create_registration_cache();
+    ASSERT_TRUE(cache.ok()) << cache.error().to_string();
+    constexpr std::uint32_t ndk_remote_bit =
+        mem::ndk::allow_remote_write & ~mem::ndk::allow_local_write;
+    for (const AccessFlags access :
+         {AccessFlags{mem::access_remote_write}, AccessFlags{mem::access_remote_atomic},
+          mem::access_from_ndk_flags(ndk_remote_bit)}) {
+        SCOPED_TRACE(access);
+        EXPECT_EQ(pd.register_memory(b_->data(), 4096, access).code(),
+                  StatusCode::invalid_parameter);
+        EXPECT_EQ(pd.register_virtual({&piece, 1}, 12, access).code(),
+                  StatusCode::invalid_parameter);
+        EXPECT_EQ(pd.register_sgl({&element, 1}, 12, access).code(), StatusCode::invalid_parameter);
+        EXPECT_EQ(pd.alloc_fast_reg_region(1, access).code(), StatusCode::invalid_parameter);
+        EXPECT_EQ(cache.value()->acquire(b_->data(), 4096, access).code(),
+                  StatusCode::invalid_parameter);
+    }
+    // NDK's ALLOW_REMOTE_WRITE is 0x30: it carries local write and passes everywhere.
+    const AccessFlags ndk = mem::access_from_ndk_flags(mem::ndk::allow_remote_write);
+    EXPECT_TRUE(pd.register_memory(b_->data(), 4096, ndk).ok());
+    EXPECT_TRUE(pd.register_virtual({&piece, 1}, 12, ndk).ok());
+    EXPECT_TRUE(pd.register_sgl({&element, 1}, 12, ndk).ok());
+    EXPECT_TRUE(pd.alloc_fast_reg_region(1, ndk).ok());
+    EXPECT_TRUE(cache.value()->acquire(b_->data(), 4096, ndk).ok());
+}
+
+// ---- Item 9: seed 000's virtual registration and the registration cache on a device's PD ----
+
+TEST_F(SeedSemantics, AVirtualRegionInPiecesTakesAWriteAcrossThem) {
+    // An MDL chain of two pieces: the tail of one page, then two whole pages elsewhere.
+    const std::array<mem::VirtualPiece, 2> pieces{{
+        {reinterpret_cast<std::uintptr_t>(b_->data()) + 64 * 1024 + 3072, 1024},
+        {reinterpret_cast<std::uintptr_t>(b_->data()) + 128 * 1024, 8192},
+    }};
+    auto region =
+        b_->pd.register_virtual(pieces, 12, mem::access_local_write | mem::access_remote_write);
+    ASSERT_TRUE(region.ok()) << region.error().to_string();
+    EXPECT_EQ(region->get()->remote_start(), pieces[0].va);
+    EXPECT_EQ(region->get()->remote_end(), pieces[0].va + 9216);
+    for (std::uint32_t i = 0; i < 9216; ++i) {
+        a_->data()[i] = static_cast<std::uint8_t>(i * 13 + 1);
+    }
+    SendWr wr = write_to_b(0, 9216);
+    wr.rdma.remote_addr = pieces[0].va;
+    wr.rdma.rkey = region->rkey();
+    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    const auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    ASSERT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
+    EXPECT_EQ(std::memcmp(b_->data() + 64 * 1024 + 3072, a_->data(), 1024), 0);
+    EXPECT_EQ(std::memcmp(b_->data() + 128 * 1024, a_->data() + 1024, 8192), 0);
+    EXPECT_EQ(b_->data()[64 * 1024 + 4096], 0) << "a byte between the pieces was written";
+
+    // Only the first piece may start inside a page, only the last end inside one.
+    const std::array<mem::VirtualPiece, 2> ragged{{pieces[0], {pieces[1].va + 8, 4096}}};
+    EXPECT_EQ(b_->pd.register_virtual(ragged, 12, mem::access_local_write).code(),
+              StatusCode::invalid_parameter);
+}
+
+TEST_F(SeedSemantics, ARegistrationCacheOnThePdServesThePeersWrite) {
+    const Context::Resources before = b_->context.resources();
+    auto cache = b_->pd.create_registration_cache({4, 1 << 20});
+    ASSERT_TRUE(cache.ok()) << cache.error().to_string();
+    {
+        auto held = cache.value()->acquire(b_->data() + 512 * 1024, 8192,
+                                           mem::access_local_write | mem::access_remote_write);
+        ASSERT_TRUE(held.ok()) << held.error().to_string();
+        EXPECT_EQ(b_->context.resources().mrs, before.mrs + 1) << "counted as the PD's MR";
+        auto again =
+            cache.value()->acquire(b_->data() + 512 * 1024 + 4096, 64, mem::access_remote_write);
+        ASSERT_TRUE(again.ok());
+        EXPECT_EQ(again->rkey(), held->rkey());
+        EXPECT_EQ(cache.value()->stats().hits, 1U);
+
+        std::memset(a_->data() + 512 * 1024, 0x6b, 8192);
+        SendWr wr = write_to_b(512 * 1024, 8192);
+        wr.rdma.rkey = held->rkey();
+        ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+        const auto done = wait(*a_, 1);
+        ASSERT_EQ(done.size(), 1U);
+        EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
+        EXPECT_EQ(std::memcmp(b_->data() + 512 * 1024, a_->data() + 512 * 1024, 8192), 0);
+    }
+    cache.value().reset();
+    EXPECT_EQ(b_->context.resources().mrs, before.mrs) << "the cache's regions went with it";
+}
+
+TEST_F(SeedSemantics, ARegistrationCacheKeepsItsPd) {
+    ProtectionDomain pd = std::move(b_->context.alloc_pd().value());
+    auto cache = pd.create_registration_cache();
+    ASSERT_TRUE(cache.ok()) << cache.error().to_string();
+    EXPECT_EQ(pd.destroy().code(), StatusCode::busy) << "the cache registers on the PD";
+    cache.value().reset();
+    EXPECT_TRUE(pd.destroy().ok());
+    // A handle dropped first: the PD goes with the cache.
+    const std::uint32_t pds = b_->context.resources().pds;
+    auto dropped = std::move(b_->context.alloc_pd().value());
+    auto orphan_cache = dropped.create_registration_cache();
+    ASSERT_TRUE(orphan_cache.ok());
+    dropped = ProtectionDomain{};
+    EXPECT_EQ(b_->context.resources().pds, pds + 1);
+    EXPECT_TRUE(orphan_cache.value()->acquire(b_->data(), 4096, mem::access_local_write).ok());
+    orphan_cache.value().reset();
+    EXPECT_EQ(b_->context.resources().pds, pds);
+}
+
 // ---- Item 7: each FAST_REG rule has its own vendor error ----
 
 class FastRegRules : public SeedSemantics,
