@@ -4,7 +4,7 @@
     make-seeds.py OUT_DIR CAPTURE...
 
 CAPTURE is a pcap or pcapng file of RoCEv2 frames: the reference captures in
-shared/roce-pcaps (Linux rxe), and captures of prdma's own frames (swroce's pcap= devarg;
+tests/data/roce-pcaps (Linux rxe), and captures of prdma's own frames (swroce's pcap= devarg;
 tests/fuzz/README.md says how they were made). For each capture it writes
 
   OUT_DIR/frame_parser/<capture>-<opcode>   the first frame of each opcode, as captured (once

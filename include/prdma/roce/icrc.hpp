@@ -14,7 +14,7 @@
 //   the rest of the IB transport headers, payload and pad, unchanged
 //
 // The 32-bit result goes on the wire least significant byte first (the 4 trailing bytes are
-// the CRC in little-endian order, as an Ethernet FCS is). Every frame in shared/roce-pcaps
+// the CRC in little-endian order, as an Ethernet FCS is). Every frame in tests/data/roce-pcaps
 // (Linux rxe) checks against exactly this masking, and fails if any one mask is left out.
 //
 // Two implementations: slice-by-16 tables (built at compile time), and a carry-less multiply

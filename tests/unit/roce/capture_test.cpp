@@ -1,4 +1,4 @@
-// Every frame of every reference capture (shared/roce-pcaps, Linux rxe): parsed field by field,
+// Every frame of every reference capture (tests/data/roce-pcaps, Linux rxe): parsed field by field,
 // counted against INDEX.txt, its ICRC recomputed on both CRC paths, rebuilt byte for byte from
 // the parsed fields, mutated (every covered byte must break the ICRC, every masked one must not)
 // and truncated at every length.

@@ -1,8 +1,8 @@
-// The reference captures in shared/roce-pcaps (Linux rxe, kernel 6.1): where they are, loading
+// The reference captures in tests/data/roce-pcaps (Linux rxe, kernel 6.1): where they are, loading
 // them once per test binary, and INDEX.txt's per-file frame counts.
 //
 // The folder comes from PRDMA_ROCE_PCAPS (meson sets it from the shared_dir option), else
-// ../shared/roce-pcaps beside the source tree.
+// tests/data/roce-pcaps in the source tree.
 #pragma once
 
 #include <algorithm>
@@ -28,7 +28,7 @@ inline std::filesystem::path directory() {
     if (const char* env = std::getenv("PRDMA_ROCE_PCAPS"); env != nullptr && *env != '\0') {
         return env;
     }
-    return std::filesystem::path(PRDMA_SOURCE_ROOT) / ".." / "shared" / "roce-pcaps";
+    return std::filesystem::path(PRDMA_SOURCE_ROOT) / "tests" / "data" / "roce-pcaps";
 }
 
 // Every *.pcap in the folder, sorted by name. `error` says what went wrong when empty.

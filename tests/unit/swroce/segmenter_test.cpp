@@ -1,4 +1,4 @@
-// WR -> packets, checked against what Linux rxe put on the wire (../shared/roce-pcaps).
+// WR -> packets, checked against what Linux rxe put on the wire (tests/data/roce-pcaps).
 #include <gtest/gtest.h>
 
 #include "segmenter.hpp"
