@@ -303,6 +303,29 @@ struct ConnectionDescriptor {
     std::uint64_t length = 0;
 };
 
+// Reads a descriptor a peer exported (export_connection), received out of band: fails with
+// invalid_parameter, saying why, for a wrong version or size, a short buffer, or a QPN or PSN that
+// does not fit IBTA's 24 bits.
+Result<ConnectionDescriptor> import_connection(const void* buffer, std::uint32_t length);
+
+// What connect() sets besides the peer's descriptor: rdma-core's ibv_rc_pingpong defaults, with
+// every remote access granted and atomics allowed. The first send PSN is the one export_connection
+// gave the peer.
+struct ConnectOptions {
+    std::uint8_t port = 1;
+    Mtu path_mtu = Mtu::mtu_1024;
+    AccessFlags access = mem::access_remote_write | mem::access_remote_read |
+                         mem::access_remote_atomic; // what the QP lets the peer do
+    std::uint8_t timeout = 14;                      // 4.096 us x 2^timeout: ~67 ms
+    std::uint8_t retry_cnt = 7;
+    std::uint8_t rnr_retry = 7; // 7 = infinite (IBTA)
+    std::uint8_t min_rnr_timer = 12;
+    std::uint8_t max_rd_atomic = 1;      // READs / atomics this QP has outstanding
+    std::uint8_t max_dest_rd_atomic = 1; // and the peer may have outstanding here
+    // RTS for a QP that sends; RTR is enough for one that only receives.
+    QpState until = QpState::rts;
+};
+
 class QueuePair {
 public:
     QueuePair() = default;
@@ -328,6 +351,13 @@ public:
     // `pending` while work is in flight (the QP is flushed and destroyed later) or when the device
     // must finish it elsewhere; the handle is empty either way. Busy while the creation pends.
     Status destroy(std::uint64_t request_id = 0);
+    // Connects to the QP `peer` describes: INIT, RTR, RTS (or options.until) from wherever the QP
+    // is on that path, in place of the three modify() calls every verbs program writes. A peer
+    // without a MAC (all zero) is resolved with ARP, and then RTR may return pending: poll_control
+    // until `request_id` completes, and call connect() again to go on from RTR. A QP in ERR or
+    // SQD / SQE is refused (invalid_parameter): RESET it first.
+    Status connect(const ConnectionDescriptor& peer, const ConnectOptions& options = {},
+                   std::uint64_t request_id = 0);
     // Export this QP's connection descriptor (and optionally one region's rkey/range) into
     // `buffer`, with seed 002's size negotiation.
     Status export_connection(const MemoryRegionHandle* region, void* buffer,

@@ -92,52 +92,37 @@ protected:
         return std::move(qp.value());
     }
 
+    // `remote`'s descriptor, as a peer would receive it out of band.
+    static ConnectionDescriptor descriptor_of(const Side& remote) {
+        std::array<std::uint8_t, sizeof(ConnectionDescriptor)> wire{};
+        auto length = static_cast<std::uint32_t>(wire.size());
+        EXPECT_TRUE(remote.qp.export_connection(nullptr, wire.data(), &length).ok());
+        auto peer = import_connection(wire.data(), length);
+        EXPECT_TRUE(peer.ok()) << peer.error().to_string();
+        return peer.ok() ? peer.value() : ConnectionDescriptor{};
+    }
+
     // INIT, then RTR, then RTS towards `remote`, stopping at `target`.
     static void bring_to(Side& local, Side& remote, const Gid& remote_gid, QpState target) {
-        QpAttr init;
-        init.state = QpState::init;
-        init.port = 1;
-        init.access = mem::access_remote_write | mem::access_remote_read;
-        ASSERT_TRUE(
-            local.qp.modify(init, qp_attr_state | qp_attr_port | qp_attr_access_flags).ok());
         if (target == QpState::init) {
+            QpAttr init;
+            init.state = QpState::init;
+            init.port = 1;
+            init.access = mem::access_remote_write | mem::access_remote_read;
+            ASSERT_TRUE(
+                local.qp.modify(init, qp_attr_state | qp_attr_port | qp_attr_access_flags).ok());
             return;
         }
-        std::vector<std::uint8_t> port(512);
-        auto got = static_cast<std::uint32_t>(port.size());
-        ASSERT_TRUE(remote.context.query_port(1, port.data(), &got).ok());
-        PortAttr remote_port;
-        std::memcpy(&remote_port, port.data(), sizeof(remote_port));
-        QpAttr rtr;
-        rtr.state = QpState::rtr;
-        rtr.path_mtu = Mtu::mtu_1024;
-        rtr.dest_gid = remote_gid;
-        std::array<std::uint8_t, 6> mac{};
-        std::memcpy(mac.data(), remote_port.mac, 6);
-        rtr.dest_mac = mac;
-        rtr.dest_qpn = remote.qp.qpn();
-        rtr.rq_psn = 1000;
-        rtr.max_dest_rd_atomic = 4;
-        rtr.min_rnr_timer = 1;
-        const Status st = local.qp.modify(
-            rtr, qp_attr_state | qp_attr_path_mtu | qp_attr_dest | qp_attr_dest_qpn |
-                     qp_attr_rq_psn | qp_attr_max_dest_rd_atomic | qp_attr_min_rnr_timer);
+        ConnectionDescriptor peer = descriptor_of(remote);
+        EXPECT_EQ(peer.gid, remote_gid);
+        ConnectOptions options;
+        options.until = target;
+        options.timeout = 10;
+        options.max_rd_atomic = 4;
+        options.max_dest_rd_atomic = 4;
+        options.min_rnr_timer = 1;
+        const Status st = local.qp.connect(peer, options);
         ASSERT_TRUE(st.ok()) << st.error().to_string();
-        if (target == QpState::rtr) {
-            return;
-        }
-        QpAttr rts;
-        rts.state = QpState::rts;
-        rts.sq_psn = 1000;
-        rts.timeout = 10;
-        rts.retry_cnt = 7;
-        rts.rnr_retry = 7;
-        rts.max_rd_atomic = 4;
-        ASSERT_TRUE(local.qp
-                        .modify(rts, qp_attr_state | qp_attr_sq_psn | qp_attr_timeout |
-                                         qp_attr_retry_cnt | qp_attr_rnr_retry |
-                                         qp_attr_max_rd_atomic)
-                        .ok());
     }
 
     // Polls both sides until `side` has `count` completions or five seconds pass.
@@ -636,6 +621,62 @@ TEST_F(SeedSemantics, ARegistrationCacheKeepsItsPd) {
     EXPECT_TRUE(orphan_cache.value()->acquire(b_->data(), 4096, mem::access_local_write).ok());
     orphan_cache.value().reset();
     EXPECT_EQ(b_->context.resources().pds, pds);
+}
+
+// ---- API v2: connect() from a descriptor ----
+
+TEST_F(SeedSemantics, ImportConnectionRefusesWhatIsNotADescriptor) {
+    const ConnectionDescriptor good = descriptor_of(*b_);
+    auto refused = [](ConnectionDescriptor d, std::uint32_t length = sizeof(ConnectionDescriptor)) {
+        return import_connection(&d, length).code();
+    };
+    EXPECT_EQ(import_connection(&good, sizeof(good)).code(), StatusCode::ok);
+    EXPECT_EQ(import_connection(nullptr, sizeof(good)).code(), StatusCode::invalid_parameter);
+    EXPECT_EQ(refused(good, sizeof(good) - 1), StatusCode::invalid_parameter);
+    ConnectionDescriptor bad = good;
+    bad.version = 2;
+    EXPECT_EQ(refused(bad), StatusCode::invalid_parameter);
+    bad = good;
+    bad.size = 12;
+    EXPECT_EQ(refused(bad), StatusCode::invalid_parameter);
+    bad = good;
+    bad.qpn = 0;
+    EXPECT_EQ(refused(bad), StatusCode::invalid_parameter);
+    bad.qpn = 0x1000000;
+    EXPECT_EQ(refused(bad), StatusCode::invalid_parameter);
+    bad = good;
+    bad.psn = 0x1000000;
+    EXPECT_EQ(refused(bad), StatusCode::invalid_parameter);
+}
+
+TEST_F(SeedSemantics, ConnectGoesOnFromWhereTheQpIsAndRefusesError) {
+    const ConnectionDescriptor peer = descriptor_of(*b_);
+    QpAttr attr;
+    attr.state = QpState::err;
+    ASSERT_TRUE(a_->qp.modify(attr, qp_attr_state).ok());
+    EXPECT_EQ(a_->qp.connect(peer).code(), StatusCode::invalid_parameter) << "ERR: reset first";
+    attr.state = QpState::reset;
+    ASSERT_TRUE(a_->qp.modify(attr, qp_attr_state).ok());
+    ConnectOptions receive_only;
+    receive_only.until = QpState::rtr;
+    ASSERT_TRUE(a_->qp.connect(peer, receive_only).ok());
+    EXPECT_EQ(a_->qp.state(), QpState::rtr);
+    ASSERT_TRUE(a_->qp.connect(peer).ok());
+    EXPECT_EQ(a_->qp.state(), QpState::rts);
+    EXPECT_TRUE(a_->qp.connect(peer).ok()) << "already connected: nothing to do";
+    // b's QP still expects a's old PSNs; reset and connect it to a's new descriptor.
+    for (const QpState state : {QpState::err, QpState::reset}) {
+        attr.state = state;
+        ASSERT_TRUE(b_->qp.modify(attr, qp_attr_state).ok());
+    }
+    ASSERT_TRUE(b_->qp.connect(descriptor_of(*a_)).ok());
+    std::memset(a_->data(), 0x33, 256);
+    const SendWr wr = write_to_b(0, 256);
+    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    const auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
+    EXPECT_EQ(std::memcmp(b_->data(), a_->data(), 256), 0);
 }
 
 // ---- Item 7: each FAST_REG rule has its own vendor error ----
