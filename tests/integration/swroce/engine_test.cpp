@@ -385,12 +385,15 @@ TEST_F(SlowPeerEngineTest, AProbeAnsweredByAnAckOfEverythingResendsNothingElse) 
     while (std::chrono::steady_clock::now() < until) {
         ASSERT_EQ(poll_cq(a_->cq, wc, 4), 0);
     }
-    const std::uint64_t probes = counter(*a_, "probes");
-    ASSERT_GE(probes, 1U) << "no probe in 2.5 ms";
+    ASSERT_GE(counter(*a_, "probes"), 1U) << "no probe in 2.5 ms";
     ASSERT_EQ(counter(*a_, "timeouts"), 0U) << "the test polled too long";
     const auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
+    // A slow build may draw one more probe while the first one's answer is on its way: each
+    // probe is one packet, and nothing else may go twice.
+    const std::uint64_t probes = counter(*a_, "probes");
+    EXPECT_EQ(counter(*a_, "timeouts"), 0U);
     EXPECT_EQ(counter(*a_, "tx_packets"), packets + probes) << "packets sent twice";
     EXPECT_EQ(std::memcmp(b_->data() + 256 * 1024, a_->data(), packets * 1024), 0);
 }
