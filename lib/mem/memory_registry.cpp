@@ -162,13 +162,22 @@ Result<MemoryRegion*> MemoryRegistry::new_region(RegionKind kind, std::uint32_t 
     return raw;
 }
 
-void MemoryRegistry::destroy(MemoryRegion* region) {
-    for (auto it = dedup_.begin(); it != dedup_.end(); ++it) {
-        if (it->second == region) {
+void MemoryRegistry::forget_dedup(MemoryRegion& region) {
+    if (!region.dedup_key_) {
+        return;
+    }
+    auto [first, last] = dedup_.equal_range(*region.dedup_key_);
+    for (auto it = first; it != last; ++it) {
+        if (it->second == &region) {
             dedup_.erase(it);
             break;
         }
     }
+    region.dedup_key_.reset();
+}
+
+void MemoryRegistry::destroy(MemoryRegion* region) {
+    forget_dedup(*region);
     if (region == dma_region_) {
         dma_region_ = nullptr;
     }
@@ -228,6 +237,7 @@ Result<MemoryRegion*> MemoryRegistry::register_pages(std::uint32_t pd, const Pag
     keys_.validate(mr->index_);
     if (deduplicate) {
         dedup_.emplace(dedup_key, mr);
+        mr->dedup_key_ = dedup_key;
     }
     return mr;
 }
@@ -328,14 +338,12 @@ Status MemoryRegistry::reregister(MemoryRegion& region, AccessFlags access) {
                                                  region.references_));
     }
     KeyEntry& e = keys_.entry(region.index_);
-    for (auto it = dedup_.begin(); it != dedup_.end(); ++it) {
-        if (it->second == &region) {
-            DedupKey key = it->first;
-            std::get<3>(key) = access;
-            dedup_.erase(it);
-            dedup_.emplace(key, &region);
-            break;
-        }
+    if (region.dedup_key_) {
+        DedupKey key = *region.dedup_key_;
+        forget_dedup(region);
+        std::get<3>(key) = access;
+        dedup_.emplace(key, &region);
+        region.dedup_key_ = key;
     }
     e.access = access | access_local_read;
     keys_.validate(region.index_);
@@ -361,12 +369,7 @@ Status MemoryRegistry::retire(MemoryRegion* region, bool& last) {
     if (--region->references_ > 0) {
         return {};
     }
-    for (auto it = dedup_.begin(); it != dedup_.end(); ++it) {
-        if (it->second == region) {
-            dedup_.erase(it);
-            break;
-        }
-    }
+    forget_dedup(*region);
     if (region == dma_region_) {
         dma_region_ = nullptr;
     }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <tuple>
 
 #include <prdma/mem/access.hpp>
 #include <prdma/mem/memory_key.hpp>
@@ -33,6 +34,11 @@ struct RegionDescriptor {
 static_assert(sizeof(RegionDescriptor) == 32);
 
 class MemoryRegistry;
+
+// What makes two registrations the same region (seed 002's reference counting): PD, address,
+// length, access, connection, kind.
+using RegionDedupKey =
+    std::tuple<std::uint32_t, std::uint64_t, std::uint64_t, AccessFlags, ConnectionId, RegionKind>;
 
 class MemoryRegion {
 public:
@@ -86,6 +92,8 @@ private:
     AccessFlags allowed_access_ = access_none;
     int last_fast_reg_variant_ = -1; // -1: never fast-registered
     bool retired_ = false;
+    // Its key in the registry's dedup map, so leaving it is a lookup, not a scan of every region.
+    std::optional<RegionDedupKey> dedup_key_;
     std::unique_ptr<TranslationTable> table_;
 };
 

@@ -131,8 +131,9 @@ private:
     Result<MemoryRegion*> new_region(RegionKind kind, std::uint32_t pd);
     void destroy(MemoryRegion* region);
 
-    using DedupKey = std::tuple<std::uint32_t, std::uint64_t, std::uint64_t, AccessFlags,
-                                ConnectionId, RegionKind>;
+    using DedupKey = RegionDedupKey;
+    // Takes `region` out of the dedup map (a no-op for a private region).
+    void forget_dedup(MemoryRegion& region);
 
     RegistryConfig config_;
     KeyTable keys_;
