@@ -150,7 +150,9 @@ Status Context::query_device(void* buffer, std::uint32_t* size, std::uint32_t ve
     attr.port_count = dev->config.port_count;
     attr.page_size_support = dev->config.registry.page_sizes;
     attr.max_fast_reg_pages = dev->config.registry.max_fast_reg_pages;
-    attr.max_mr = dev->config.registry.max_keys - 1;
+    // Key 0 is never handed out, and a device with a reserved L_Key holds the DMA region's key
+    // for its whole life (get_dma_region shares it rather than taking another).
+    attr.max_mr = dev->config.registry.max_keys - 1 - (attr.reserved_lkey != 0 ? 1U : 0U);
     attr.max_mr_size = dev->config.registry.max_region_bytes;
     attr.port_attr_offset = static_cast<std::uint32_t>(align8(sizeof(DeviceAttr)));
 

@@ -42,13 +42,16 @@ struct alignas(8) DeviceAttr {
     std::uint32_t max_cq = 0;
     std::uint32_t max_cqe = 0;
     std::uint32_t max_pd = 0;
-    std::uint32_t max_mr = 0;
+    std::uint32_t max_mr = 0; // regions an application may register (the reserved L_Key's not)
     std::uint64_t max_mr_size = 0;
     std::uint32_t max_inline_data = 0;
     std::uint32_t max_fast_reg_pages = 0;
     std::uint32_t max_queue_groups = 0;
     std::uint32_t reserved1 = 0;
-    std::uint64_t reserved_lkey = 0; // cap_reserved_lkey: the DMA MR's key (low 32 bits)
+    // cap_reserved_lkey (seed 004): the DMA MR's lkey (low 32 bits), the same for every PD and
+    // context of the device for its whole life. An SGE may carry it for any DMA memory without a
+    // registration; get_dma_region() returns a region with this lkey. 0 without the capability.
+    std::uint64_t reserved_lkey = 0;
 };
 
 struct alignas(8) PortAttr {

@@ -301,6 +301,27 @@ TEST_F(SeedSemantics, TheReservedLkeyIsAdvertisedAndIsEveryConsumersDmaKey) {
 
 // A WRITE gathered through a's reserved L_Key, and a SEND scattered into b through b's: the key
 // works in real work requests, with no region of the consumer's own.
+// max_mr is what an application can register: the device's held DMA key is not among them.
+TEST_F(SeedSemantics, EveryAdvertisedMrCanBeRegisteredAndNoMore) {
+    const DeviceAttr attr = query_device(*b_);
+    ASSERT_GT(attr.max_mr, 1U);
+    ASSERT_LE(attr.max_mr, kBufferSize) << "one-byte regions at distinct offsets of the buffer";
+    std::vector<MemoryRegionHandle> regions;
+    regions.reserve(attr.max_mr);
+    // b_->mr is one already; each one-byte region below is a new key (no two are the same).
+    for (std::uint32_t i = 1; i < attr.max_mr; ++i) {
+        auto mr = b_->pd.register_memory(b_->data() + i, 1, mem::access_local_write);
+        ASSERT_TRUE(mr.ok()) << "region " << i + 1 << " of " << attr.max_mr << ": "
+                             << mr.error().to_string();
+        regions.push_back(std::move(mr.value()));
+    }
+    auto one_more = b_->pd.register_memory(b_->data(), 1, mem::access_local_write);
+    EXPECT_EQ(one_more.code(), StatusCode::no_resources) << "max_mr + 1 registered";
+    auto dma = b_->pd.get_dma_region();
+    ASSERT_TRUE(dma.ok()) << "the DMA region takes no key of its own";
+    EXPECT_EQ(dma->lkey(), static_cast<mem::MemoryKey>(attr.reserved_lkey));
+}
+
 TEST_F(SeedSemantics, TheReservedLkeyWorksInWorkRequests) {
     const auto lkey_a = static_cast<std::uint32_t>(query_device(*a_).reserved_lkey);
     const auto lkey_b = static_cast<std::uint32_t>(query_device(*b_).reserved_lkey);
