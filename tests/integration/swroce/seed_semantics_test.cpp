@@ -700,6 +700,51 @@ TEST_F(SeedSemantics, ConnectGoesOnFromWhereTheQpIsAndRefusesError) {
     EXPECT_EQ(std::memcmp(b_->data(), a_->data(), 256), 0);
 }
 
+// ---- Seed 001's READ_FENCE and SILENT_SUCCESS, observed on the data ----
+
+class ReadFence : public SeedSemantics, public ::testing::WithParamInterface<SendFlags> {};
+
+// a READs b's bytes into its buffer, then WRITEs that buffer back to b elsewhere. Fenced, the
+// WRITE must carry what the READ brought, not what was there before.
+TEST_P(ReadFence, AFencedWriteCarriesWhatTheReadBrought) {
+    constexpr std::uint32_t length = 8192; // several READ responses
+    for (std::uint32_t i = 0; i < length; ++i) {
+        b_->data()[i] = static_cast<std::uint8_t>(i * 7 + 3);
+    }
+    std::memset(a_->data() + 64 * 1024, 0xee, length); // the stale bytes an unfenced WRITE sends
+    std::array<SendWr, 2> wrs{};
+    wrs[0] = write_to_b(64 * 1024, length);
+    wrs[0].opcode = WrOpcode::rdma_read;
+    wrs[0].wr_id = 1;
+    wrs[0].rdma.remote_addr = b_->addr();
+    wrs[1] = write_to_b(64 * 1024, length);
+    wrs[1].wr_id = 2;
+    wrs[1].flags = static_cast<std::uint16_t>(send_signaled | GetParam());
+    wrs[1].rdma.remote_addr = b_->addr() + 256 * 1024;
+    ASSERT_EQ(post_send(a_->qp, wrs.data(), 2), 2);
+    const auto done = wait(*a_, 2);
+    ASSERT_EQ(done.size(), 2U);
+    EXPECT_EQ(done[1].status, WcStatus::success);
+    EXPECT_EQ(std::memcmp(b_->data() + 256 * 1024, b_->data(), length), 0)
+        << "the fenced WRITE went before the READ's data arrived";
+}
+
+INSTANTIATE_TEST_SUITE_P(FenceAndReadFence, ReadFence,
+                         ::testing::Values(send_fence, send_read_fence));
+
+// Seed 001: SILENT_SUCCESS hides a success only; a failing unsignaled WR still completes.
+TEST_F(SeedSemantics, AnUnsignaledWrThatFailsStillCompletes) {
+    SendWr wr = write_to_b(0, 64);
+    wr.wr_id = 77;
+    wr.flags = 0;                     // unsignaled
+    wr.rdma.rkey = b_->mr.rkey() + 1; // a stale variant of b's key
+    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    const auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].wr_id, 77U);
+    EXPECT_EQ(done[0].status, WcStatus::remote_access_error) << wc_status_name(done[0].status);
+}
+
 // ---- Item 7: each FAST_REG rule has its own vendor error ----
 
 class FastRegRules : public SeedSemantics,
