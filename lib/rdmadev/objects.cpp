@@ -302,6 +302,28 @@ Error removed(const ContextState& context) {
     return detail::device_removed_error(context.device);
 }
 
+// The device a registration on `pd` goes to, or why there is none.
+Result<driver::Device*> registering_device(const PdObject* pd) {
+    if (pd == nullptr) {
+        return Error(StatusCode::invalid_parameter, "the PD is not allocated");
+    }
+    driver::Device* dev = detail::live_device(*pd->context);
+    if (dev == nullptr) {
+        return removed(*pd->context);
+    }
+    return dev;
+}
+
+// The Result form of a registration from its Status form (`make` fills a handle).
+template <typename Make>
+Result<MemoryRegionHandle> region_or_error(Make make) {
+    MemoryRegionHandle handle;
+    if (Status status = make(handle); !status.ok()) {
+        return status.error();
+    }
+    return handle;
+}
+
 // Seed 002: exactly one of MEM_READ, MEM_WRITE, MEM_READWRITE; anything else is invalid flags.
 Status check_wsp_access(mem::WspAccess access) {
     const auto raw = static_cast<unsigned>(access);
@@ -664,13 +686,11 @@ Status ProtectionDomain::adopt(PdObject& pd, Result<mem::MemoryRegion*> region,
 Status ProtectionDomain::register_pages(MemoryRegionHandle& out, const void* addr,
                                         std::size_t length, AccessFlags access,
                                         std::uint64_t request_id, bool may_pend) {
-    if (pd_ == nullptr) {
-        return Error(StatusCode::invalid_parameter, "the PD is not allocated");
+    auto device = registering_device(pd_);
+    if (!device) {
+        return device.error();
     }
-    driver::Device* dev = detail::live_device(*pd_->context);
-    if (dev == nullptr) {
-        return removed(*pd_->context);
-    }
+    driver::Device* dev = device.value();
     mem::PageList pages;
     const mem::PageListError error = mem::build_dma_page_list(addr, length, pages);
     if (error != mem::PageListError::ok) {
@@ -681,11 +701,9 @@ Status ProtectionDomain::register_pages(MemoryRegionHandle& out, const void* add
 
 Result<MemoryRegionHandle> ProtectionDomain::register_memory(const void* addr, std::size_t length,
                                                              AccessFlags access) {
-    MemoryRegionHandle handle;
-    if (Status status = register_pages(handle, addr, length, access, 0, false); !status.ok()) {
-        return status.error();
-    }
-    return handle;
+    return region_or_error([&](MemoryRegionHandle& handle) {
+        return register_pages(handle, addr, length, access, 0, false);
+    });
 }
 
 Status ProtectionDomain::register_memory(MemoryRegionHandle& out, const void* addr,
@@ -738,12 +756,9 @@ Result<MemoryRegionHandle> ProtectionDomain::register_for_connection(const Queue
                                                                      const void* addr,
                                                                      std::size_t length,
                                                                      mem::WspAccess access) {
-    MemoryRegionHandle handle;
-    if (Status status = connection_region(handle, qp, addr, length, access, 0, false);
-        !status.ok()) {
-        return status.error();
-    }
-    return handle;
+    return region_or_error([&](MemoryRegionHandle& handle) {
+        return connection_region(handle, qp, addr, length, access, 0, false);
+    });
 }
 
 Status ProtectionDomain::register_for_connection(MemoryRegionHandle& out, const QueuePair& qp,
@@ -755,24 +770,20 @@ Status ProtectionDomain::register_for_connection(MemoryRegionHandle& out, const 
 Status ProtectionDomain::sgl_region(MemoryRegionHandle& out, std::span<const mem::SglElement> sgl,
                                     unsigned page_shift, AccessFlags access,
                                     std::uint64_t request_id, bool may_pend) {
-    if (pd_ == nullptr) {
-        return Error(StatusCode::invalid_parameter, "the PD is not allocated");
+    auto device = registering_device(pd_);
+    if (!device) {
+        return device.error();
     }
-    driver::Device* dev = detail::live_device(*pd_->context);
-    if (dev == nullptr) {
-        return removed(*pd_->context);
-    }
+    driver::Device* dev = device.value();
     return adopt(dev->registry->register_sgl(pd_->id, sgl, page_shift, access), request_id,
                  may_pend, out);
 }
 
 Result<MemoryRegionHandle> ProtectionDomain::register_sgl(std::span<const mem::SglElement> sgl,
                                                           unsigned page_shift, AccessFlags access) {
-    MemoryRegionHandle handle;
-    if (Status status = sgl_region(handle, sgl, page_shift, access, 0, false); !status.ok()) {
-        return status.error();
-    }
-    return handle;
+    return region_or_error([&](MemoryRegionHandle& handle) {
+        return sgl_region(handle, sgl, page_shift, access, 0, false);
+    });
 }
 
 Status ProtectionDomain::register_sgl(MemoryRegionHandle& out, std::span<const mem::SglElement> sgl,
@@ -785,13 +796,11 @@ Status ProtectionDomain::virtual_region(MemoryRegionHandle& out,
                                         std::span<const mem::VirtualPiece> pieces,
                                         unsigned page_shift, AccessFlags access,
                                         std::uint64_t request_id, bool may_pend) {
-    if (pd_ == nullptr) {
-        return Error(StatusCode::invalid_parameter, "the PD is not allocated");
+    auto device = registering_device(pd_);
+    if (!device) {
+        return device.error();
     }
-    driver::Device* dev = detail::live_device(*pd_->context);
-    if (dev == nullptr) {
-        return removed(*pd_->context);
-    }
+    driver::Device* dev = device.value();
     return adopt(dev->registry->register_virtual(pd_->id, pieces, page_shift, access), request_id,
                  may_pend, out);
 }
@@ -799,12 +808,9 @@ Status ProtectionDomain::virtual_region(MemoryRegionHandle& out,
 Result<MemoryRegionHandle>
 ProtectionDomain::register_virtual(std::span<const mem::VirtualPiece> pieces, unsigned page_shift,
                                    AccessFlags access) {
-    MemoryRegionHandle handle;
-    if (Status status = virtual_region(handle, pieces, page_shift, access, 0, false);
-        !status.ok()) {
-        return status.error();
-    }
-    return handle;
+    return region_or_error([&](MemoryRegionHandle& handle) {
+        return virtual_region(handle, pieces, page_shift, access, 0, false);
+    });
 }
 
 Status ProtectionDomain::register_virtual(MemoryRegionHandle& out,
@@ -816,22 +822,17 @@ Status ProtectionDomain::register_virtual(MemoryRegionHandle& out,
 
 Status ProtectionDomain::dma_region(MemoryRegionHandle& out, std::uint64_t request_id,
                                     bool may_pend) {
-    if (pd_ == nullptr) {
-        return Error(StatusCode::invalid_parameter, "the PD is not allocated");
+    auto device = registering_device(pd_);
+    if (!device) {
+        return device.error();
     }
-    driver::Device* dev = detail::live_device(*pd_->context);
-    if (dev == nullptr) {
-        return removed(*pd_->context);
-    }
+    driver::Device* dev = device.value();
     return adopt(dev->registry->get_dma_region(pd_->id), request_id, may_pend, out);
 }
 
 Result<MemoryRegionHandle> ProtectionDomain::get_dma_region() {
-    MemoryRegionHandle handle;
-    if (Status status = dma_region(handle, 0, false); !status.ok()) {
-        return status.error();
-    }
-    return handle;
+    return region_or_error(
+        [&](MemoryRegionHandle& handle) { return dma_region(handle, 0, false); });
 }
 
 Status ProtectionDomain::get_dma_region(MemoryRegionHandle& out, std::uint64_t request_id) {
@@ -841,24 +842,20 @@ Status ProtectionDomain::get_dma_region(MemoryRegionHandle& out, std::uint64_t r
 Status ProtectionDomain::alloc_fast_reg(MemoryRegionHandle& out, std::uint32_t max_pages,
                                         AccessFlags allowed_access, std::uint64_t request_id,
                                         bool may_pend) {
-    if (pd_ == nullptr) {
-        return Error(StatusCode::invalid_parameter, "the PD is not allocated");
+    auto device = registering_device(pd_);
+    if (!device) {
+        return device.error();
     }
-    driver::Device* dev = detail::live_device(*pd_->context);
-    if (dev == nullptr) {
-        return removed(*pd_->context);
-    }
+    driver::Device* dev = device.value();
     return adopt(dev->registry->allocate_fast_reg(pd_->id, max_pages, allowed_access), request_id,
                  may_pend, out);
 }
 
 Result<MemoryRegionHandle> ProtectionDomain::alloc_fast_reg_region(std::uint32_t max_pages,
                                                                    AccessFlags allowed_access) {
-    MemoryRegionHandle handle;
-    if (Status status = alloc_fast_reg(handle, max_pages, allowed_access, 0, false); !status.ok()) {
-        return status.error();
-    }
-    return handle;
+    return region_or_error([&](MemoryRegionHandle& handle) {
+        return alloc_fast_reg(handle, max_pages, allowed_access, 0, false);
+    });
 }
 
 Status ProtectionDomain::alloc_fast_reg_region(MemoryRegionHandle& out, std::uint32_t max_pages,
