@@ -118,8 +118,14 @@ void skip_acknowledged(SwroceQp& qp) noexcept {
 }
 
 bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now) noexcept {
-    if (qp.req.restart_psn == from_psn && now - qp.req.restart_tsc < restart_guard(qp)) {
-        return false; // the same loss, reported again before our restart could be seen
+    // The same loss, or a later one, reported before our restart could be seen: go-back-N asks
+    // again for everything from restart_psn on, so the restart already covers it. (A reordered
+    // READ response used to draw a second restart from the next response, and each restart
+    // replays the rest of the READ.)
+    const bool covered =
+        qp.req.restart_psn != no_psn && roce::psn_after_or_equal(from_psn, qp.req.restart_psn);
+    if (covered && now - qp.req.restart_tsc < restart_guard(qp)) {
+        return false;
     }
     rewind(qp, from_psn);
     qp.req.probing = false;

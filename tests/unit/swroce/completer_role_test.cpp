@@ -271,6 +271,33 @@ TEST_F(ReadCompleterTest, AResponseGapAsksAgainFromTheFirstMissingByte) {
     EXPECT_EQ(std::memcmp(local(0), data_.data(), length), 0);
 }
 
+// Reordering, not loss: the MIDDLE overtakes the FIRST. The restart it draws asks for the whole
+// READ again, so the gap the LAST then shows (its MIDDLE was dropped as out of order) is covered:
+// one restart, not two, each of which would replay the rest of the READ.
+TEST_F(ReadCompleterTest, AReorderedResponseDrawsOneRestartNotOnePerResponse) {
+    const std::uint64_t now = tsc();
+    answer(Opcode::rc_rdma_read_response_middle, 1, mtu, 2 * mtu, now);
+    EXPECT_EQ(counters().read_restarts, 1U);
+    const SentFrames again = run_requester_once(now); // the READ, asked again at once
+    ASSERT_EQ(again.size(), 1U);
+    EXPECT_EQ(again[0].bth.psn, sq_psn);
+    answer(Opcode::rc_rdma_read_response_first, 0, 0, mtu, now); // the late FIRST
+    EXPECT_EQ(qp().send_queue.front().responses, 1U);
+    answer(Opcode::rc_rdma_read_response_last, 2, 2 * mtu, length, now);
+    EXPECT_EQ(counters().read_restarts, 1U) << "a second restart for a loss the first covers";
+    EXPECT_EQ(counters().retransmissions, 1U);
+    EXPECT_EQ(run_requester_once(now).size(), 0U) << "nothing more asked";
+
+    // The restart's answers complete the READ.
+    answer(Opcode::rc_rdma_read_response_first, 0, 0, mtu, now); // a duplicate now
+    answer(Opcode::rc_rdma_read_response_middle, 1, mtu, 2 * mtu, now);
+    answer(Opcode::rc_rdma_read_response_last, 2, 2 * mtu, length, now);
+    const auto wcs = send_completions();
+    ASSERT_EQ(wcs.size(), 1U);
+    expect_completion(wcs[0], 1, rdma::WcStatus::success);
+    EXPECT_EQ(std::memcmp(local(0), data_.data(), length), 0);
+}
+
 // Every READ response carries its exact share: one MTU, and the rest in the last. A LAST of 100
 // bytes where 952 are due used to complete the READ in success with byte_len 3000, though 852
 // bytes of the target never arrived (responses were placed at responses * MTU and counted, never
