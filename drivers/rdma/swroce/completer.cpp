@@ -129,7 +129,7 @@ void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64
     }
     if (gap > 0) {
         // Responses were lost: ask again, at once, from the first missing byte.
-        if (fast_restart(qp, expected, now)) {
+        if (fast_restart(qp, expected, now, LossReport::response_gap)) {
             ++qp.device->counters_of(qp).read_restarts;
         }
         return;

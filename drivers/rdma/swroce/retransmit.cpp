@@ -117,13 +117,16 @@ void skip_acknowledged(SwroceQp& qp) noexcept {
     }
 }
 
-bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now) noexcept {
-    // The same loss, or a later one, reported before our restart could be seen: go-back-N asks
-    // again for everything from restart_psn on, so the restart already covers it. (A reordered
-    // READ response used to draw a second restart from the next response, and each restart
-    // replays the rest of the READ.)
-    const bool covered =
-        qp.req.restart_psn != no_psn && roce::psn_after_or_equal(from_psn, qp.req.restart_psn);
+bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now,
+                  LossReport report) noexcept {
+    // The same loss reported again before our restart could be seen. For a READ response gap, a
+    // later one too: the responder's responses go on past a loss until our restart reaches it,
+    // and the restart asks again for everything from restart_psn on. (A reordered response drew
+    // a second restart from the next one, and each restart replays the rest of the READ.) A NAK
+    // past the restart point is news: the responder has seen the restart and lost something new.
+    const bool covered = qp.req.restart_psn == from_psn ||
+                         (report == LossReport::response_gap && qp.req.restart_psn != no_psn &&
+                          roce::psn_after(from_psn, qp.req.restart_psn));
     if (covered && now - qp.req.restart_tsc < restart_guard(qp)) {
         return false;
     }
