@@ -3,6 +3,7 @@
 // the QP (remote access, remote operation, invalid request).
 #include <algorithm>
 #include <cstring>
+#include <span>
 
 #include <prdma/mem/sge_cursor.hpp>
 #include <prdma/roce/psn.hpp>
@@ -47,42 +48,66 @@ void stop_timer_when_idle(SwroceQp& qp) noexcept {
     }
 }
 
-// Completes, in order, every transmitted WQE whose last PSN is at or before `psn`.
-// An ACK past a READ or atomic whose responses have not all come means they were lost (responses
-// precede the ACKs of later requests): what was acknowledged stops where they are missing, and
-// the READ or atomic is asked again at once.
-void acknowledge(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
-    std::uint32_t limit = psn;
-    // Every WQE sent at least once counts, including one a restart is about to send again.
+// The first READ or atomic still waiting for a response (acknowledgements stop where it lacks
+// one), or nullptr.
+const SendWqe* first_unanswered(SwroceQp& qp) noexcept {
     for (std::uint32_t i = 0; qp.req.reads_posted && i < qp.send_queue.size(); ++i) {
         const SendWqe& wqe = qp.send_queue.at(i);
         if (!wqe.assigned) {
             break;
         }
-        if (wqe.is_read_or_atomic()) {
-            limit = roce::psn_sub(roce::psn_add(wqe.first_psn, wqe.responses), 1);
-            break;
+        if (wqe.is_read_or_atomic() && !wqe.answered()) {
+            return &wqe;
         }
     }
-    const bool answers_lost = roce::psn_after(psn, limit);
-    advance(qp, answers_lost ? limit : psn, now);
-    if (answers_lost && fast_restart(qp, roce::psn_next(limit), now)) {
-        ++qp.device->counters_of(qp).read_restarts;
-    }
-    while (!qp.send_queue.empty() && qp.req.send_offset > 0) {
+    return nullptr;
+}
+
+// Completes, in send-queue order, what is done at the head: WQEs acknowledged up to acked_psn,
+// READs and atomics with all their responses (which acknowledge everything up to their last PSN),
+// local WRs. A READ answered behind one still waiting completes after it.
+void retire_in_order(SwroceQp& qp, std::uint64_t now) noexcept {
+    while (!qp.send_queue.empty()) {
         SendWqe& wqe = qp.send_queue.front();
-        const std::uint32_t last_psn = roce::psn_add(wqe.first_psn, wqe.psn_span - 1);
-        // READs and atomics complete with their responses, never with an ACK; a WR that failed
-        // where it stands completes in error (retire_local_heads), never in success.
-        if (roce::psn_after(last_psn, psn) || wqe.is_read_or_atomic() ||
-            wqe.local_status != rdma::WcStatus::success) {
-            break;
+        if (wqe.is_local()) {
+            const std::uint32_t before = qp.send_queue.size();
+            retire_local_heads(qp);
+            if (qp.send_queue.size() == before) {
+                return; // not reached yet, or the QP failed on it
+            }
+            continue;
+        }
+        if (wqe.is_read_or_atomic()) {
+            if (!wqe.answered()) {
+                return;
+            }
+            advance(qp, roce::psn_add(wqe.first_psn, wqe.psn_span - 1), now);
+        } else if (qp.req.send_offset == 0 || !wqe.assigned ||
+                   roce::psn_after(roce::psn_add(wqe.first_psn, wqe.psn_span - 1),
+                                   qp.req.acked_psn)) {
+            return;
         }
         complete_send(qp, wqe, rdma::WcStatus::success);
         qp.send_queue.pop();
-        --qp.req.send_offset;
+        // A READ answered after a restart rewound it was never sent again: nothing to take back.
+        qp.req.send_offset -= qp.req.send_offset > 0 ? 1U : 0U;
     }
-    retire_local_heads(qp);
+}
+
+// The responder has everything up to `psn`. An ACK past a READ or atomic whose responses have not
+// all come means they were lost (responses precede the ACKs and responses of later requests):
+// what was acknowledged stops where they are missing, and they are asked again at once.
+void acknowledge(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
+    std::uint32_t limit = psn;
+    if (const SendWqe* read = first_unanswered(qp); read != nullptr) {
+        limit = roce::psn_sub(roce::psn_add(read->first_psn, read->responses), 1);
+    }
+    const bool answers_lost = roce::psn_after(psn, limit);
+    advance(qp, answers_lost ? limit : psn, now);
+    if (answers_lost && fast_restart(qp, roce::psn_next(limit), now, LossReport::response_gap)) {
+        ++qp.device->counters_of(qp).read_restarts;
+    }
+    retire_in_order(qp, now);
     stop_timer_when_idle(qp);
 }
 
@@ -101,30 +126,63 @@ bool wqe_keys_valid(const SendWqe& wqe) noexcept {
         .keys_valid();
 }
 
-// A READ response or an atomic ACK for the oldest READ/atomic WQE. It implicitly acknowledges
-// everything before the request (IBTA 9.7.5.1.3).
+// Places the payload of the response a READ or atomic expects next; false when the QP failed on it
+// (a response of the wrong kind or length, a local key gone).
+bool place_response(SwroceQp& qp, SendWqe& target, const roce::ParsedFrame& frame) noexcept {
+    const bool atomic_ack = frame.opcode() == roce::Opcode::rc_atomic_acknowledge;
+    if (atomic_ack != (target.wr.opcode != rdma::WrOpcode::rdma_read)) {
+        fail_qp(qp, rdma::WcStatus::bad_response_error);
+        return false;
+    }
+    std::uint8_t original[8];
+    std::uint32_t offset = 0;
+    std::span<const std::uint8_t> data = frame.payload;
+    if (atomic_ack) {
+        // Host order in the requester's buffer.
+        std::memcpy(original, &frame.atomic_ack_eth.original_data, sizeof(original));
+        data = original;
+    } else {
+        // Every response carries one MTU but the last, which carries the rest (IBTA 9.7.5.1.5;
+        // a READ asked again from a later byte still answers in whole MTUs from there): any
+        // other length would leave a hole in the target that completes in success.
+        offset = target.responses * qp.mtu();
+        const std::uint32_t due =
+            offset < target.length ? std::min(qp.mtu(), target.length - offset) : 0;
+        if (data.size() != due) {
+            fail_qp(qp, rdma::WcStatus::bad_response_error);
+            return false;
+        }
+    }
+    if (!wqe_keys_valid(target)) {
+        fail_qp(qp, rdma::WcStatus::local_protection_error);
+        return false;
+    }
+    place_in_wqe(target, offset, data.data(), static_cast<std::uint32_t>(data.size()));
+    ++target.responses;
+    return true;
+}
+
+// A READ response or an atomic ACK, for the READ or atomic whose PSNs hold it. Each takes its
+// responses in its own order, whatever an earlier one still lacks: the responder answers them in
+// order, so what arrives for a later one is good, and a restart asks each only for what it lacks.
+// A response implicitly acknowledges everything before its request (IBTA 9.7.5.1.3).
 void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) noexcept {
     const std::uint32_t psn = frame.bth.psn;
-    std::uint32_t index = 0;
-    while (index < qp.req.send_offset && !qp.send_queue.at(index).is_read_or_atomic()) {
-        ++index;
-    }
-    if (index == qp.req.send_offset) {
+    SendWqe* target = wqe_holding(qp, psn);
+    if (target == nullptr || !target->is_read_or_atomic()) {
         ++qp.device->counters_of(qp).duplicates; // nothing outstanding answers to it
         ++qp.counters.duplicates;
         return;
     }
-    SendWqe& target = qp.send_queue.at(index);
-    const std::uint32_t expected = roce::psn_add(target.first_psn, target.responses);
+    const std::uint32_t expected = roce::psn_add(target->first_psn, target->responses);
     const std::int32_t gap = roce::psn_diff(psn, expected);
     if (gap < 0) {
         ++qp.device->counters_of(qp).duplicates; // a replayed or late response
         ++qp.counters.duplicates;
         return;
     }
-    // Everything before the request was executed by the responder (IBTA 9.7.5.1.3).
-    acknowledge(qp, roce::psn_sub(target.first_psn, 1), now);
-    if (qp.send_queue.empty() || &qp.send_queue.front() != &target) {
+    acknowledge(qp, roce::psn_sub(target->first_psn, 1), now);
+    if (qp.state() == rdma::QpState::err) {
         return;
     }
     if (gap > 0) {
@@ -134,52 +192,9 @@ void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64
         }
         return;
     }
-    if (frame.opcode() == roce::Opcode::rc_atomic_acknowledge) {
-        if (!target.is_read_or_atomic() || target.wr.opcode == rdma::WrOpcode::rdma_read) {
-            fail_qp(qp, rdma::WcStatus::bad_response_error);
-            return;
-        }
-        const std::uint64_t original = frame.atomic_ack_eth.original_data;
-        std::uint8_t bytes[8];
-        std::memcpy(bytes, &original, sizeof(bytes)); // host order in the requester's buffer
-        if (!wqe_keys_valid(target)) {
-            fail_qp(qp, rdma::WcStatus::local_protection_error);
-            return;
-        }
-        place_in_wqe(target, 0, bytes, sizeof(bytes));
-    } else {
-        if (target.wr.opcode != rdma::WrOpcode::rdma_read) {
-            fail_qp(qp, rdma::WcStatus::bad_response_error);
-            return;
-        }
-        // Every response carries one MTU but the last, which carries the rest (IBTA 9.7.5.1.5;
-        // a READ asked again from a later byte still answers in whole MTUs from there): any
-        // other length would leave a hole in the target that completes in success.
-        const std::uint32_t offset = target.responses * qp.mtu();
-        const std::uint32_t due =
-            offset < target.length ? std::min(qp.mtu(), target.length - offset) : 0;
-        if (frame.payload.size() != due) {
-            fail_qp(qp, rdma::WcStatus::bad_response_error);
-            return;
-        }
-        if (!wqe_keys_valid(target)) {
-            fail_qp(qp, rdma::WcStatus::local_protection_error);
-            return;
-        }
-        place_in_wqe(target, offset, frame.payload.data(),
-                     static_cast<std::uint32_t>(frame.payload.size()));
-        ++target.responses;
-        advance(qp, psn, now);
-        if (target.responses < target.psn_span) {
-            return;
-        }
+    if (place_response(qp, *target, frame)) {
+        acknowledge(qp, psn, now);
     }
-    advance(qp, psn, now);
-    complete_send(qp, target, rdma::WcStatus::success);
-    qp.send_queue.pop();
-    --qp.req.send_offset;
-    retire_local_heads(qp);
-    stop_timer_when_idle(qp);
 }
 
 // A NAK that fails the QP: everything before it was received (acknowledged), the WR it names

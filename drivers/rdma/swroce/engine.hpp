@@ -61,6 +61,8 @@ void fail_qp(SwroceQp& qp, rdma::WcStatus status, std::uint32_t vendor_error = 0
 void fail_responder(SwroceQp& qp) noexcept;
 // Completes local WRs that reached the head (nothing before them is outstanding).
 void retire_local_heads(SwroceQp& qp) noexcept;
+// The transmitted WQE whose packets include `psn` (a READ's: its responses), or nullptr.
+SendWqe* wqe_holding(SwroceQp& qp, std::uint32_t psn) noexcept;
 
 // ---- requester.cpp ----
 // Transmits what the send queue holds beyond what is already on the wire.

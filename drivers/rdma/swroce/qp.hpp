@@ -61,7 +61,7 @@ struct SendWqe {
     std::uint32_t first_psn = 0; // assigned when first transmitted
     std::uint32_t psn_span = 0;
     std::uint32_t next_packet = 0; // next packet of this WQE to (re)transmit
-    std::uint32_t responses = 0;   // READ response packets placed so far
+    std::uint32_t responses = 0;   // response packets placed so far (READ, atomic ACK)
     bool assigned = false;         // first_psn / psn_span are set
     bool checked = false;          // SGE lkeys verified
     // A WR that fails where it stands (FAST_REG / LOCAL_INV rules, a bad WR found at post)
@@ -77,6 +77,12 @@ struct SendWqe {
 
     [[nodiscard]] bool is_read_or_atomic() const noexcept {
         return wqe_is_read_or_atomic(wr.opcode);
+    }
+
+    // A READ or atomic all of whose responses were placed: done, though it completes only once
+    // everything before it has.
+    [[nodiscard]] bool answered() const noexcept {
+        return is_read_or_atomic() && assigned && responses == psn_span;
     }
 };
 

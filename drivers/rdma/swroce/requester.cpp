@@ -86,7 +86,9 @@ void execute_local(SwroceQp& qp, SendWqe& wqe) noexcept {
             : rdma::WcStatus::local_qp_operation_error;
 }
 
-// READs/atomics on the wire and not answered yet. Only a QP that ever carried one needs the
+// READs/atomics on the wire and not completed yet. One answered behind an earlier READ still
+// counts: the responder frees its resources in order, and the earlier one's must stay there to
+// answer our restart. Only a QP that ever carried one needs the
 // count (a scan of what is in flight).
 std::uint32_t outstanding_reads(SwroceQp& qp) noexcept {
     std::uint32_t count = 0;
@@ -254,6 +256,11 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
             if (!pass_local(qp, wqe)) {
                 break;
             }
+            continue;
+        }
+        if (wqe.answered()) {
+            ++qp.req.send_offset; // all its responses came while a restart was to ask again
+            ++reads;
             continue;
         }
         if (!check_local_keys(qp, wqe)) {

@@ -65,8 +65,8 @@ void arm_timer(SwroceQp& qp, std::uint64_t now) noexcept {
 
 // Every transmitted WQE from the one holding `from_psn` on is sent again from there: a message
 // from its first unacknowledged packet, a READ for the responses it still lacks (IBTA 9.4.4), an
-// atomic whole. WQEs wholly before `from_psn` stay as they are; FAST_REG and LOCAL_INV ran once
-// and never run again.
+// atomic whole. WQEs wholly before `from_psn` stay as they are, and so does a READ or atomic
+// already answered; FAST_REG and LOCAL_INV ran once and never run again.
 void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept {
     std::uint32_t first_resend = qp.send_queue.size();
     for (std::uint32_t i = 0; i < qp.send_queue.size(); ++i) {
@@ -75,7 +75,7 @@ void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept {
             break;
         }
         const std::int32_t into = roce::psn_diff(from_psn, wqe.first_psn);
-        if (wqe.is_local() || into >= static_cast<std::int32_t>(wqe.psn_span)) {
+        if (wqe.is_local() || wqe.answered() || into >= static_cast<std::int32_t>(wqe.psn_span)) {
             continue;
         }
         const bool resume_inside = into > 0 && !wqe.is_read_or_atomic();
@@ -85,7 +85,7 @@ void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept {
         for (std::uint32_t j = i + 1; j < qp.send_queue.size() && qp.send_queue.at(j).assigned;
              ++j) {
             SendWqe& later = qp.send_queue.at(j);
-            if (!later.is_local()) {
+            if (!later.is_local() && !later.answered()) {
                 later.next_packet = 0;
             }
         }
@@ -140,21 +140,6 @@ bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now,
 
 namespace {
 
-// The WQE whose packets include `psn`, or nullptr.
-const SendWqe* wqe_holding(SwroceQp& qp, std::uint32_t psn) noexcept {
-    for (std::uint32_t i = 0; i < qp.send_queue.size(); ++i) {
-        const SendWqe& wqe = qp.send_queue.at(i);
-        if (!wqe.assigned) {
-            break;
-        }
-        const std::int32_t into = roce::psn_diff(psn, wqe.first_psn);
-        if (!wqe.is_local() && into >= 0 && into < static_cast<std::int32_t>(wqe.psn_span)) {
-            return &wqe;
-        }
-    }
-    return nullptr;
-}
-
 // Go-back-N learns of a loss from the packets behind it; when nothing is behind it (the tail of
 // what was sent, or the ACK that would open the window, was lost) nothing would come back until
 // the transport timer. A probe resends the last packet sent, alone and asking for an ACK, as
@@ -167,8 +152,8 @@ void probe_stall(SwroceQp& qp, std::uint64_t now) noexcept {
     if (req.rnr_resume > now) {
         return; // waiting out an RNR NAK is not a stall
     }
-    // A READ at the tail is asked again from its first missing byte instead: responses are
-    // placed for the oldest READ only, so resending the last one would replay all of it.
+    // A READ at the tail is not resent alone: from the first unacknowledged PSN on, every READ is
+    // asked again for the responses it still lacks, and an earlier READ may lack some too.
     const SendWqe* last = wqe_holding(qp, req.sent_psn);
     const bool read = last != nullptr && last->wr.opcode == rdma::WrOpcode::rdma_read;
     req.probe_psn = read ? roce::psn_next(req.acked_psn) : req.sent_psn;

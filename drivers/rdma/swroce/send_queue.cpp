@@ -2,6 +2,8 @@
 // fail), a QP entering ERR exactly once, flushing both queues, and the events that entry raises.
 #include <rte_ring.h>
 
+#include <prdma/roce/psn.hpp>
+
 #include "engine.hpp"
 
 namespace prdma::swroce {
@@ -65,6 +67,20 @@ void retire_local_heads(SwroceQp& qp) noexcept {
         qp.send_queue.pop();
         --qp.req.send_offset;
     }
+}
+
+SendWqe* wqe_holding(SwroceQp& qp, std::uint32_t psn) noexcept {
+    for (std::uint32_t i = 0; i < qp.send_queue.size(); ++i) {
+        SendWqe& wqe = qp.send_queue.at(i);
+        if (!wqe.assigned) {
+            break;
+        }
+        const std::int32_t into = roce::psn_diff(psn, wqe.first_psn);
+        if (!wqe.is_local() && into >= 0 && into < static_cast<std::int32_t>(wqe.psn_span)) {
+            return &wqe;
+        }
+    }
+    return nullptr;
 }
 
 void flush_queues(SwroceQp& qp) noexcept {

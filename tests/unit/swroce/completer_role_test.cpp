@@ -298,6 +298,70 @@ TEST_F(ReadCompleterTest, AReorderedResponseDrawsOneRestartNotOnePerResponse) {
     EXPECT_EQ(std::memcmp(local(0), data_.data(), length), 0);
 }
 
+// Two READs in flight; a response of the first is lost. The responder goes on answering the second
+// until our restart reaches it, and those responses are good: they used to be dropped as gaps of
+// the first READ, and the restart then asked for the second READ whole again (under loss the
+// replays lost responses in turn, and each drew another restart: a storm that ended in
+// retry_exceeded). Now each READ takes its own responses in its own order, the restart asks only
+// for what the first READ lacks, and both complete in send-queue order.
+TEST_F(ReadCompleterTest, ALaterReadTakesItsResponsesWhileAnEarlierOneWaitsForALostOne) {
+    const std::uint64_t now = tsc();
+    constexpr std::size_t second_off = 8192;
+    post_deferred(read_wr(2, second_off, length, peer_va + 0x10000)); // PSNs sq_psn+3 .. +5
+    const SentFrames second = run_requester_once(now);
+    ASSERT_EQ(second.size(), 1U);
+    ASSERT_EQ(second[0].bth.psn, sq_psn + 3);
+
+    answer(Opcode::rc_rdma_read_response_first, 0, 0, mtu, now);
+    // The first READ's MIDDLE is lost.
+    answer(Opcode::rc_rdma_read_response_last, 2, 2 * mtu, length, now);
+    answer(Opcode::rc_rdma_read_response_first, 3, 0, mtu, now);
+    answer(Opcode::rc_rdma_read_response_middle, 4, mtu, 2 * mtu, now);
+    answer(Opcode::rc_rdma_read_response_last, 5, 2 * mtu, length, now);
+    EXPECT_EQ(counters().read_restarts, 1U);
+    ASSERT_EQ(qp().send_queue.size(), 2U);
+    EXPECT_EQ(qp().send_queue.at(1).responses, 3U) << "the second READ's responses were dropped";
+    EXPECT_TRUE(send_completions().empty()) << "the second READ may not complete before the first";
+
+    const SentFrames again = run_requester_once(now);
+    ASSERT_EQ(again.size(), 1U) << "only the first READ is asked again";
+    EXPECT_EQ(again[0].bth.psn, sq_psn + 1);
+    EXPECT_EQ(again[0].reth.dma_length, length - mtu);
+
+    answer(Opcode::rc_rdma_read_response_middle, 1, mtu, 2 * mtu, now);
+    answer(Opcode::rc_rdma_read_response_last, 2, 2 * mtu, length, now);
+    const auto wcs = send_completions();
+    ASSERT_EQ(wcs.size(), 2U);
+    expect_completion(wcs[0], 1, rdma::WcStatus::success);
+    expect_completion(wcs[1], 2, rdma::WcStatus::success);
+    EXPECT_EQ(std::memcmp(local(0), data_.data(), length), 0);
+    EXPECT_EQ(std::memcmp(local(second_off), data_.data(), length), 0);
+    EXPECT_TRUE(qp().send_queue.empty());
+    EXPECT_EQ(qp().req.acked_psn, sq_psn + 5);
+    EXPECT_EQ(qp().req.retransmit_deadline, 0U);
+}
+
+// READs answered behind one still waiting hold their place in max_rd_atomic: the responder frees
+// its resources in order, and a new READ would take the one our restart needs answered from.
+TEST_F(ReadCompleterTest, ReadsAnsweredBehindAWaitingOneStillCountAgainstMaxRdAtomic) {
+    const std::uint64_t now = tsc();
+    ASSERT_EQ(qp().attr.max_rd_atomic, 4U);
+    for (std::uint64_t wr_id = 2; wr_id <= 5; ++wr_id) {
+        post_deferred(read_wr(wr_id, wr_id * 4096, 100, peer_va + wr_id * 0x1000));
+    }
+    const SentFrames sent = run_requester_once(now);
+    ASSERT_EQ(sent.size(), 3U) << "READs 2..4: four outstanding with the first";
+    for (std::uint32_t psn = sq_psn + 3; psn < sq_psn + 6; ++psn) {
+        roce::FrameHeaders h = from_peer(Opcode::rc_rdma_read_response_only, psn);
+        h.aeth = {roce::ack_syndrome(), 1};
+        complete_with(h, now, std::span<const std::uint8_t>(data_).first(100));
+    }
+    EXPECT_EQ(qp().send_queue.size(), 5U) << "nothing completes before the first READ";
+    const SentFrames again = run_requester_once(now);
+    ASSERT_EQ(again.size(), 1U) << "the first READ asked again, and READ 5 not sent";
+    EXPECT_EQ(again[0].bth.psn, sq_psn);
+}
+
 // Every READ response carries its exact share: one MTU, and the rest in the last. A LAST of 100
 // bytes where 952 are due used to complete the READ in success with byte_len 3000, though 852
 // bytes of the target never arrived (responses were placed at responses * MTU and counted, never
