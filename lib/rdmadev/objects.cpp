@@ -1131,10 +1131,11 @@ Status QueuePair::export_connection(const MemoryRegionHandle* region, void* buff
         descriptor.gid = port.gids.front();
     }
     std::memcpy(descriptor.mac, port.mac, sizeof(descriptor.mac));
-    if (region != nullptr && *region) {
-        descriptor.rkey = region->rkey();
-        descriptor.address = region->region().remote_start();
-        descriptor.length = region->region().remote_end() - region->region().remote_start();
+    if (region != nullptr && region->get() != nullptr) {
+        const mem::MemoryRegion& mr = *region->get();
+        descriptor.rkey = mr.rkey();
+        descriptor.address = mr.remote_start();
+        descriptor.length = mr.remote_end() - mr.remote_start();
     }
     std::memcpy(buffer, &descriptor, sizeof(descriptor));
     *length = required;

@@ -115,7 +115,7 @@ public:
     MemoryRegionHandle& operator=(const MemoryRegionHandle&) = delete;
     ~MemoryRegionHandle();
 
-    [[nodiscard]] const mem::MemoryRegion& region() const { return *region_; }
+    // The region, or nullptr for an empty handle (moved from, deregistered, never filled).
     [[nodiscard]] mem::MemoryRegion* get() const noexcept { return region_; }
     [[nodiscard]] mem::MemoryKey lkey() const { return region_ != nullptr ? region_->lkey() : 0; }
     [[nodiscard]] mem::MemoryKey rkey() const { return region_ != nullptr ? region_->rkey() : 0; }

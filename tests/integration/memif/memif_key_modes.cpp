@@ -147,7 +147,7 @@ void serve_fast_reg(Session& s, Oob& oob) {
     inv.local_inv.key = key.rkey;
     post(s, inv);
     expect(wait_one(s).opcode == WcOpcode::local_inv, "LOCAL_INV completed as another opcode");
-    expect(!region.region().valid(), "the region is still valid after LOCAL_INV");
+    expect(!region.get()->valid(), "the region is still valid after LOCAL_INV");
     oob.barrier([&] { drive(s); }); // the client tries the dead key
     oob.barrier([&] { drive(s); });
     expect_region(s, kFirstByteOffset, kRegionLength, 51, "after a WRITE through the dead key");
@@ -165,7 +165,7 @@ void serve_fast_reg(Session& s, Oob& oob) {
     expect(wc.imm_or_invalidated == again.rkey, "the completion reports rkey " +
                                                     std::to_string(wc.imm_or_invalidated) +
                                                     ", not " + std::to_string(again.rkey));
-    expect(!region.region().valid(), "the region is still valid after SEND_WITH_INV");
+    expect(!region.get()->valid(), "the region is still valid after SEND_WITH_INV");
     expect_filled(s.data(), 16, 55, "SEND_WITH_INV's payload");
     expect_region(s, 4080, 64, 53, "WRITE before SEND_WITH_INV");
     oob.barrier([&] { drive(s); }); // checked; the client tries the invalidated key

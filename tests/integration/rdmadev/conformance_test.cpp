@@ -305,6 +305,39 @@ TEST_P(Conformance, QueryDeviceWholeAndSelfRelative) {
     EXPECT_EQ(port->next_port_offset == 0, attr.port_count == 1);
 }
 
+// Seed 003: the answer is self-relative, so a copy elsewhere (another buffer, another process)
+// reads the same with the original gone: the copy sits at an odd 8-byte-aligned offset of a
+// larger buffer and the original is poisoned before the copy is read.
+TEST_P(Conformance, QueryDeviceCopiedElsewhereReadsTheSameWithTheOriginalGone) {
+    Context context = open(pair_->a());
+    std::uint32_t size = 0;
+    (void)context.query_device(nullptr, &size);
+    std::vector<std::uint64_t> original((size + 7) / 8);
+    std::uint32_t got = size;
+    ASSERT_TRUE(context.query_device(original.data(), &got).ok());
+    std::vector<std::uint64_t> elsewhere(original.size() + 3);
+    std::memcpy(elsewhere.data() + 3, original.data(), size);
+    std::memset(original.data(), 0xee, size);
+
+    const auto* attr = reinterpret_cast<const DeviceAttr*>(elsewhere.data() + 3);
+    EXPECT_EQ(attr->size, size);
+    ASSERT_GE(attr->port_count, 1);
+    const PortAttr* port = attr_at<PortAttr>(attr, attr->port_attr_offset);
+    const auto* end = reinterpret_cast<const std::uint8_t*>(attr) + size;
+    for (std::uint8_t n = 1; n <= attr->port_count; ++n) {
+        ASSERT_LT(reinterpret_cast<const std::uint8_t*>(port), end);
+        EXPECT_EQ(port->port_num, n);
+        ASSERT_GE(port->gid_count, 1);
+        const Gid* gid = attr_at<Gid>(port, port->gid_table_offset);
+        ASSERT_LE(reinterpret_cast<const std::uint8_t*>(gid + port->gid_count), end);
+        if (n == 1) {
+            EXPECT_EQ(*gid, pair_->gid_a());
+        }
+        EXPECT_EQ(*attr_at<std::uint16_t>(port, port->pkey_table_offset), 0xffff);
+        port = attr_at<PortAttr>(port, port->next_port_offset);
+    }
+}
+
 TEST_P(Conformance, QueryDevicePrefixTooSmallOverflowAndVersion) {
     Context context = open(pair_->a());
     std::uint32_t size = 0;
@@ -410,6 +443,31 @@ TEST_P(Conformance, ObjectsMayOutliveTheirContextHandle) {
 }
 
 // Seed 003 CloseCa ends the client: every later call on the handle says so instead of crashing.
+// An empty region handle (never filled, moved from, deregistered) has no region and no keys;
+// it used to hand out a reference through a null pointer.
+TEST_P(Conformance, AnEmptyRegionHandleHasNoRegionAndNoKeys) {
+    Context context = open(pair_->a());
+    auto pd = context.alloc_pd();
+    ASSERT_TRUE(pd.ok());
+    auto buffer = mem::DmaBuffer::allocate(4096);
+    ASSERT_TRUE(buffer.ok());
+    auto mr = pd->register_memory(buffer->data(), 4096, mem::access_local_write);
+    ASSERT_TRUE(mr.ok()) << mr.error().to_string();
+    MemoryRegionHandle moved = std::move(mr.value());
+    const MemoryRegionHandle never;
+    for (const MemoryRegionHandle* empty :
+         {static_cast<const MemoryRegionHandle*>(&mr.value()), &never}) {
+        EXPECT_FALSE(*empty);
+        EXPECT_EQ(empty->get(), nullptr);
+        EXPECT_EQ(empty->lkey(), 0U);
+        EXPECT_EQ(empty->rkey(), 0U);
+    }
+    ASSERT_NE(moved.get(), nullptr);
+    EXPECT_TRUE(moved.deregister().ok());
+    EXPECT_EQ(moved.get(), nullptr);
+    EXPECT_TRUE(moved.deregister().ok()) << "deregistering an empty handle is a no-op";
+}
+
 TEST_P(Conformance, EveryCallOnAClosedContextFailsCleanly) {
     Context context = open(pair_->a());
     Context other = open(pair_->a());
@@ -572,7 +630,7 @@ TEST_P(Conformance, MemoryRegistrationPaths) {
     ASSERT_TRUE(mr.ok()) << mr.error().to_string();
     EXPECT_NE(mr->lkey(), 0U);
     EXPECT_NE(mr->rkey(), 0U);
-    EXPECT_EQ(mr->region().local_start(), reinterpret_cast<std::uint64_t>(buffer->data()));
+    EXPECT_EQ(mr->get()->local_start(), reinterpret_cast<std::uint64_t>(buffer->data()));
     EXPECT_EQ(context.resources().mrs, 1U);
     EXPECT_EQ(pd->destroy().code(), StatusCode::busy);
 
@@ -590,7 +648,7 @@ TEST_P(Conformance, MemoryRegistrationPaths) {
     EXPECT_EQ(dma->rkey(), 0U);
     auto fast = pd->alloc_fast_reg_region(32, mem::access_local_write | mem::access_remote_write);
     ASSERT_TRUE(fast.ok());
-    EXPECT_FALSE(fast->region().valid()) << "invalid until a FAST_REG registers pages";
+    EXPECT_FALSE(fast->get()->valid()) << "invalid until a FAST_REG registers pages";
     EXPECT_EQ(context.resources().mrs, 3U);
     EXPECT_TRUE(mr->deregister().ok());
     dma = MemoryRegionHandle{};

@@ -615,7 +615,7 @@ TEST_F(EngineTest, SendWithInvalidateOfAKeyThatCannotBeInvalidatedFails) {
     ASSERT_EQ(received.size(), 1U);
     EXPECT_EQ(received[0].wr_id, 51U);
     EXPECT_EQ(received[0].status, WcStatus::remote_invalid_request_error);
-    EXPECT_TRUE(b_->mr.region().valid()) << "the region was not invalidated";
+    EXPECT_TRUE(b_->mr.get()->valid()) << "the region was not invalidated";
     EXPECT_EQ(b_->qp.state(), QpState::err);
 }
 
@@ -961,7 +961,7 @@ TEST_F(EngineTest, SendWithInvalidateKillsThePeersKey) {
     ASSERT_EQ(received.size(), 1U);
     EXPECT_TRUE(received[0].flags & wc_with_inv);
     EXPECT_EQ(received[0].imm_or_invalidated, key);
-    EXPECT_FALSE(region->region().valid()) << "SEND_WITH_INV invalidated the named rkey";
+    EXPECT_FALSE(region->get()->valid()) << "SEND_WITH_INV invalidated the named rkey";
 }
 
 TEST_F(EngineTest, WriteToAReadOnlyRegionIsARemoteAccessError) {

@@ -391,6 +391,44 @@ TEST_F(SeedSemantics, ADeferredFastRegistersKeyIsReadableAndUsableOnReturn) {
     EXPECT_EQ(registered[0].status, WcStatus::success);
 }
 
+// Seed 001: a FAST_REG executes in send-queue order. Behind a WRITE the application holds back
+// (DEFER, no doorbell yet) it has not executed, so its key opens nothing to the peer: the same
+// WRITE through the same key and address that succeeds above is a remote access error here, and
+// not a byte of the page changes.
+TEST_F(SeedSemantics, AFastRegistersKeyOpensNothingBeforeTheFastRegExecutes) {
+    auto region =
+        b_->pd.alloc_fast_reg_region(1, mem::access_local_write | mem::access_remote_write);
+    ASSERT_TRUE(region.ok()) << region.error().to_string();
+    const std::uint64_t page = b_->addr() + 256 * 1024;
+    const mem::MemoryKey key = mem::next_key(region->lkey());
+
+    SendWr held; // b's WRITE to a, posted but not rung
+    held.wr_id = 9;
+    held.opcode = WrOpcode::rdma_write;
+    held.flags = send_signaled | send_defer;
+    held.num_sge = 1;
+    held.sge = {b_->addr(), 64, b_->mr.lkey()};
+    held.rdma.remote_addr = a_->addr();
+    held.rdma.rkey = a_->mr.rkey();
+    ASSERT_EQ(post_send(b_->qp, &held, 1), 1);
+    SendWr reg = fast_reg(region->get(), key, &page);
+    reg.flags = send_signaled | send_defer;
+    ASSERT_EQ(post_send(b_->qp, &reg, 1), 1);
+
+    std::memset(a_->data(), 0x5a, 512);
+    SendWr write = write_to_b(0, 512);
+    write.rdma.remote_addr = 0x40000 + 1024;
+    write.rdma.rkey = key;
+    ASSERT_EQ(post_send(a_->qp, &write, 1), 1);
+    const auto written = wait(*a_, 1);
+    ASSERT_EQ(written.size(), 1U);
+    EXPECT_EQ(written[0].status, WcStatus::remote_access_error)
+        << wc_status_name(written[0].status);
+    EXPECT_TRUE(std::all_of(b_->data() + 256 * 1024, b_->data() + 256 * 1024 + 4096,
+                            [](std::uint8_t byte) { return byte == 0; }))
+        << "the peer wrote through a key whose FAST_REG had not executed";
+}
+
 // ---- Item 1: a connection-bound region lives and dies with its connection (seed 002) ----
 
 class ConnectionRegion : public SeedSemantics {
