@@ -190,8 +190,8 @@ bool ready(benchmark::State& state) {
 WcStatus complete_one(Side& a, Side& b) {
     WorkCompletion wc;
     for (;;) {
-        (void)poll_cq(b.cq, nullptr, 0);
-        if (poll_cq(a.cq, &wc, 1) == 1) {
+        (void)poll_cq(b.cq, {});
+        if (poll_cq(a.cq, {&wc, 1}) == 1) {
             return wc.status;
         }
     }
@@ -212,7 +212,7 @@ void BM_PostPollWrite(benchmark::State& state) {
     wr.rdma.remote_addr = b.addr();
     wr.rdma.rkey = b.mr.rkey();
     for (auto _ : state) {
-        if (post_send(a.qp, &wr, 1) != 1 || complete_one(a, b) != WcStatus::success) {
+        if (post_send(a.qp, {&wr, 1}) != 1 || complete_one(a, b) != WcStatus::success) {
             state.SkipWithError("WRITE failed");
             return;
         }
@@ -237,7 +237,7 @@ void BM_PostWriteDeferred(benchmark::State& state) {
     wr.rdma.rkey = b.mr.rkey();
     std::uint32_t queued = 0;
     for (auto _ : state) {
-        if (post_send(a.qp, &wr, 1) != 1) {
+        if (post_send(a.qp, {&wr, 1}) != 1) {
             state.SkipWithError("post refused");
             return;
         }
@@ -245,7 +245,7 @@ void BM_PostWriteDeferred(benchmark::State& state) {
             state.PauseTiming();
             SendWr last = wr;
             last.flags = send_signaled;
-            (void)post_send(a.qp, &last, 1);
+            (void)post_send(a.qp, {&last, 1});
             (void)complete_one(a, b);
             queued = 0;
             state.ResumeTiming();
@@ -261,7 +261,7 @@ void BM_PollEmpty(benchmark::State& state) {
     Side& a = *bed().a;
     WorkCompletion wc[16];
     for (auto _ : state) {
-        benchmark::DoNotOptimize(poll_cq(a.cq, wc, 16));
+        benchmark::DoNotOptimize(poll_cq(a.cq, {wc, 16}));
     }
 }
 BENCHMARK(BM_PollEmpty);
@@ -302,7 +302,7 @@ void BM_FastRegPost32(benchmark::State& state) {
         pair[1].opcode = WrOpcode::local_inv;
         pair[1].flags = send_signaled;
         pair[1].local_inv.key = key;
-        if (post_send(a.qp, pair.data(), 2) != 2) {
+        if (post_send(a.qp, {pair.data(), 2}) != 2) {
             state.SkipWithError("FAST_REG refused");
             return;
         }

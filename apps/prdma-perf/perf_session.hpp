@@ -43,7 +43,7 @@ public:
     // Runs the device without taking completions.
     void drive() const {
         if (cq_) {
-            (void)rdma::poll_cq(cq_, nullptr, 0);
+            (void)rdma::poll_cq(cq_, {});
         }
     }
 

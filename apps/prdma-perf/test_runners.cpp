@@ -58,7 +58,7 @@ struct Completions {
 
 Status poll_into(PerfSession& s, Completions& c, Watchdog& watchdog) {
     WorkCompletion wcs[16];
-    const std::uint16_t n = rdma::poll_cq(s.cq(), wcs, 16);
+    const std::uint16_t n = rdma::poll_cq(s.cq(), {wcs, 16});
     for (std::uint16_t i = 0; i < n; ++i) {
         if (wcs[i].status != WcStatus::success) {
             return failed(wcs[i]);
@@ -78,7 +78,7 @@ Status poll_into(PerfSession& s, Completions& c, Watchdog& watchdog) {
 }
 
 Status post_one(PerfSession& s, unsigned qp, const SendWr& wr) {
-    if (rdma::post_send(s.qp(qp), &wr, 1) != 1) {
+    if (rdma::post_send(s.qp(qp), {&wr, 1}) != 1) {
         return Error(StatusCode::no_resources, "the send queue refused a work request");
     }
     return {};
@@ -102,7 +102,7 @@ Status post_and_wait(PerfSession& s, const SendWr& wr, Watchdog& watchdog) {
         return st;
     }
     WorkCompletion wc;
-    while (rdma::poll_cq(s.cq(), &wc, 1) == 0) {
+    while (rdma::poll_cq(s.cq(), {&wc, 1}) == 0) {
         if (watchdog.expired()) {
             return stalled("a completion");
         }
@@ -235,7 +235,7 @@ Status run_write_latency(PerfSession& s, const PerfOptions& o, std::uint64_t siz
             }
         }
         if (completed < iterations) {
-            while (rdma::poll_cq(s.cq(), &wc, 1) == 0) {
+            while (rdma::poll_cq(s.cq(), {&wc, 1}) == 0) {
                 if (watchdog.expired()) {
                     return stalled("a WRITE's completion");
                 }
@@ -262,7 +262,7 @@ Status post_receives(PerfSession& s, const PerfOptions& o, std::uint64_t size, s
             wr.sge = {reinterpret_cast<std::uint64_t>(buffer), static_cast<std::uint32_t>(size),
                       s.lkey()};
             wr.wr_id = q;
-            if (rdma::post_recv(s.qp(q), &wr, 1) != 1) {
+            if (rdma::post_recv(s.qp(q), {&wr, 1}) != 1) {
                 return Error(StatusCode::no_resources, "the receive queue refused a work request");
             }
         }
@@ -305,7 +305,7 @@ Status run_send_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size
                               c.last_receive_length);
             }
             if (received + o.rx_depth <= iterations) {
-                if (rdma::post_recv(s.qp(0), &recv, 1) != 1) {
+                if (rdma::post_recv(s.qp(0), {&recv, 1}) != 1) {
                     return Error(StatusCode::no_resources, "the receive queue is full");
                 }
             }
@@ -429,7 +429,7 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
                 ++n;
             }
             if (n != 0) {
-                if (rdma::post_send(s.qp(q), batch.data(), static_cast<std::uint16_t>(n)) != n) {
+                if (rdma::post_send(s.qp(q), {batch.data(), static_cast<std::uint16_t>(n)}) != n) {
                     return Error(StatusCode::no_resources, "the send queue refused work requests");
                 }
                 if (timed && total_posted == 0) {
@@ -438,7 +438,7 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
                 total_posted += n;
             }
         }
-        const std::uint16_t got = rdma::poll_cq(s.cq(), wcs, 32);
+        const std::uint16_t got = rdma::poll_cq(s.cq(), {wcs, 32});
         const std::uint64_t now = got != 0 ? rte_rdtsc() : 0;
         for (std::uint16_t i = 0; i < got; ++i) {
             if (wcs[i].status != WcStatus::success) {
@@ -493,7 +493,7 @@ Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, std::uint
     std::uint64_t total = 0;
     WorkCompletion wcs[32];
     while (total < out.iterations) {
-        const std::uint16_t got = rdma::poll_cq(s.cq(), wcs, 32);
+        const std::uint16_t got = rdma::poll_cq(s.cq(), {wcs, 32});
         if (got == 0) {
             if (watchdog.expired()) {
                 return stalled("the peer's SENDs");
@@ -521,7 +521,7 @@ Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, std::uint
                 recv.sge = {reinterpret_cast<std::uint64_t>(
                                 receive_buffer(s, q, receives_posted[q], verify)),
                             static_cast<std::uint32_t>(size), s.lkey()};
-                if (rdma::post_recv(s.qp(q), &recv, 1) != 1) {
+                if (rdma::post_recv(s.qp(q), {&recv, 1}) != 1) {
                     return Error(StatusCode::no_resources, "the receive queue is full");
                 }
                 ++receives_posted[q];

@@ -293,7 +293,7 @@ void ResponderRig::post_work(const ResponderInput& input) {
         wrs[1] = {2, 2, {}, two.data()};
         wrs[2] = {3, 1, {target_.regions[1].addr, 256, regions_[1].lkey()}, nullptr};
         wrs[3] = {4, 1, {local + receive_spans[3].offset, 64, lkey}, nullptr};
-        if (rdma::post_recv(qp_, wrs.data(), 4) != 4) {
+        if (rdma::post_recv(qp_, {wrs.data(), 4}) != 4) {
             fail("post_recv refused a receive");
         }
     }
@@ -329,7 +329,7 @@ void ResponderRig::post_work(const ResponderInput& input) {
     }
     wrs[4].opcode = rdma::WrOpcode::send;
     wrs[4].sge = {local + send_source.offset, 64, lkey};
-    if (rdma::post_send(qp_, wrs.data(), wrs.size()) != wrs.size()) {
+    if (rdma::post_send(qp_, wrs) != wrs.size()) {
         fail("post_send refused a work request");
     }
 }
@@ -363,7 +363,7 @@ void ResponderRig::drive() {
     for (int round = 0; round < 10000 && quiet_rounds < 4; ++round) {
         // The CQ drives group 0 (this thread owns it); poll_control drives group 1, which no
         // thread has claimed.
-        const std::uint16_t n = rdma::poll_cq(cq_, wcs.data(), wcs.size());
+        const std::uint16_t n = rdma::poll_cq(cq_, wcs);
         for (std::uint16_t i = 0; i < n; ++i) {
             check_completion(wcs[i]);
         }

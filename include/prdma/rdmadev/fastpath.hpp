@@ -5,7 +5,9 @@
 // burst on a removed device returns 0 instead of touching freed driver memory.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include <prdma/compiler.hpp>
 #include <prdma/rdmadev/rdmadev.hpp>
@@ -46,31 +48,44 @@ bool fastpath_args_valid(DeviceId device, const void* queue, const void* items,
                          std::uint16_t count);
 #endif
 
-inline std::uint16_t post_send(const QueuePair& qp, const SendWr* wrs, std::uint16_t count) {
+namespace detail {
+// A burst is at most 65535 entries; the rest of a longer span is left for the next call.
+inline std::uint16_t burst_count(std::size_t size) noexcept {
+    return size > UINT16_MAX ? std::uint16_t{UINT16_MAX} : static_cast<std::uint16_t>(size);
+}
+} // namespace detail
+
+// Posts the WRs in order; returns how many were taken (post_error() says why not all).
+inline std::uint16_t post_send(const QueuePair& qp, std::span<const SendWr> wrs) {
+    const std::uint16_t count = detail::burst_count(wrs.size());
 #if PRDMA_DEBUG_FASTPATH
-    if (!fastpath_args_valid(qp.device(), qp.driver_queue(), wrs, count)) {
+    if (!fastpath_args_valid(qp.device(), qp.driver_queue(), wrs.data(), count)) {
         return 0;
     }
 #endif
-    return fast_path_ops[qp.device()].post_send(qp.driver_queue(), wrs, count);
+    return fast_path_ops[qp.device()].post_send(qp.driver_queue(), wrs.data(), count);
 }
 
-inline std::uint16_t post_recv(const QueuePair& qp, const RecvWr* wrs, std::uint16_t count) {
+inline std::uint16_t post_recv(const QueuePair& qp, std::span<const RecvWr> wrs) {
+    const std::uint16_t count = detail::burst_count(wrs.size());
 #if PRDMA_DEBUG_FASTPATH
-    if (!fastpath_args_valid(qp.device(), qp.driver_queue(), wrs, count)) {
+    if (!fastpath_args_valid(qp.device(), qp.driver_queue(), wrs.data(), count)) {
         return 0;
     }
 #endif
-    return fast_path_ops[qp.device()].post_recv(qp.driver_queue(), wrs, count);
+    return fast_path_ops[qp.device()].post_recv(qp.driver_queue(), wrs.data(), count);
 }
 
-inline std::uint16_t poll_cq(const CompletionQueue& cq, WorkCompletion* wcs, std::uint16_t count) {
+// Drives the CQ's queue group, then fills `wcs` with up to wcs.size() completions; returns how
+// many.
+inline std::uint16_t poll_cq(const CompletionQueue& cq, std::span<WorkCompletion> wcs) {
+    const std::uint16_t count = detail::burst_count(wcs.size());
 #if PRDMA_DEBUG_FASTPATH
-    if (!fastpath_args_valid(cq.device(), cq.driver_queue(), wcs, count)) {
+    if (!fastpath_args_valid(cq.device(), cq.driver_queue(), wcs.data(), count)) {
         return 0;
     }
 #endif
-    return fast_path_ops[cq.device()].poll_cq(cq.driver_queue(), wcs, count);
+    return fast_path_ops[cq.device()].poll_cq(cq.driver_queue(), wcs.data(), count);
 }
 
 // Why the last post_send() or post_recv() on `qp` took fewer WRs than it was offered (ok when it

@@ -260,7 +260,7 @@ void post_scattered_receive(Session& s, const std::vector<Piece>& pieces) {
     RecvWr wr;
     wr.num_sge = static_cast<std::uint8_t>(sges.size());
     wr.sg_list = sges.data();
-    expect(post_recv(s.qp, &wr, 1) == 1, "post_recv refused");
+    expect(post_recv(s.qp, {&wr, 1}) == 1, "post_recv refused");
 }
 
 // Likewise the send's SGE list only lives through the post.
@@ -518,7 +518,7 @@ void post_pair_receive(Session& s, const Pairs& pairs, std::uint32_t i, std::uin
     wr.wr_id = wr_id;
     wr.num_sge = 1;
     wr.sge = {s.addr() + offset, static_cast<std::uint32_t>(kSlot - kGuard), s.mr.lkey()};
-    expect(post_recv(pairs.qps[i], &wr, 1) == 1, "post_recv refused");
+    expect(post_recv(pairs.qps[i], {&wr, 1}) == 1, "post_recv refused");
 }
 
 void post_pair(Session& s, const Pairs& pairs, std::uint32_t i, PairOp op, std::uint64_t local,
@@ -531,7 +531,7 @@ void post_pair(Session& s, const Pairs& pairs, std::uint32_t i, PairOp op, std::
     wr.flags = op == op_write ? 0 : send_signaled;
     wr.rdma.remote_addr = pairs.peers[i].address + remote;
     wr.rdma.rkey = pairs.peers[i].rkey;
-    expect(post_send(pairs.qps[i], &wr, 1) == 1, "post_send refused");
+    expect(post_send(pairs.qps[i], {&wr, 1}) == 1, "post_send refused");
 }
 
 std::vector<WorkCompletion> wait_all(Session& s, std::size_t count) {
@@ -542,7 +542,7 @@ std::vector<WorkCompletion> wait_all(Session& s, std::size_t count) {
         expect(std::chrono::steady_clock::now() < deadline,
                "timed out with " + std::to_string(done.size()) + " of " + std::to_string(count) +
                    " completions");
-        const std::uint16_t n = poll_cq(s.cq, burst.data(), 32);
+        const std::uint16_t n = poll_cq(s.cq, {burst.data(), 32});
         done.insert(done.end(), burst.begin(), burst.begin() + n);
     }
     return done;

@@ -43,7 +43,7 @@ void expect_failure(Session& s, const SendWr& bad, WcStatus status, const std::s
     SendWr behind = wr_for(s, WrOpcode::send, 0, 8);
     behind.wr_id = 2;
     const SendWr both[] = {bad, behind};
-    expect(post_send(s.qp, both, 2) == 2, what + ": post_send refused");
+    expect(post_send(s.qp, {both, 2}) == 2, what + ": post_send refused");
     const WorkCompletion failed = wait_completion(s);
     expect(failed.wr_id == 1, what + ": the first completion is not the failing WR's");
     expect_status(failed, status, what);

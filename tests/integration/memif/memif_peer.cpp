@@ -188,7 +188,7 @@ int run_latency(Session& s, Oob& oob, bool server) {
         }
         WorkCompletion wc;
         while (*mine != static_cast<std::uint64_t>(i)) {
-            (void)poll_cq(s.cq, &wc, 1);
+            (void)poll_cq(s.cq, {&wc, 1});
         }
         if (server) {
             *reinterpret_cast<std::uint64_t*>(s.data() + 64) = static_cast<std::uint64_t>(i);
@@ -207,7 +207,7 @@ int run_latency(Session& s, Oob& oob, bool server) {
     const auto drain = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
     WorkCompletion wc;
     while (std::chrono::steady_clock::now() < drain) {
-        (void)poll_cq(s.cq, &wc, 1);
+        (void)poll_cq(s.cq, {&wc, 1});
     }
     oob.barrier([&] { drive(s); });
     if (!server) {
@@ -227,7 +227,7 @@ int run_rate(Session& s, Oob& oob, bool server) {
         const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(2300);
         WorkCompletion wc;
         while (std::chrono::steady_clock::now() < end) {
-            (void)poll_cq(s.cq, &wc, 1);
+            (void)poll_cq(s.cq, {&wc, 1});
         }
         oob.barrier([&] { drive(s); });
         return 0;
@@ -250,9 +250,9 @@ int run_rate(Session& s, Oob& oob, bool server) {
                 wr.rdma.remote_addr = s.peer.address + static_cast<std::uint64_t>(k) * 64;
                 wr.rdma.rkey = s.peer.rkey;
             }
-            posted += post_send(s.qp, batch.data(), 16);
+            posted += post_send(s.qp, {batch.data(), 16});
         }
-        const std::uint16_t n = poll_cq(s.cq, wcs, 32);
+        const std::uint16_t n = poll_cq(s.cq, {wcs, 32});
         for (std::uint16_t i = 0; i < n; ++i) {
             if (wcs[i].status != WcStatus::success) {
                 die("rate: completion failed");
@@ -264,7 +264,7 @@ int run_rate(Session& s, Oob& oob, bool server) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // Only every 64th WRITE is signaled: wait for those; the rest completed silently before them.
     while (completed + 64 <= posted) {
-        const std::uint16_t n = poll_cq(s.cq, wcs, 32);
+        const std::uint16_t n = poll_cq(s.cq, {wcs, 32});
         completed += 64ULL * n;
     }
     oob.barrier([&] { drive(s); });

@@ -172,13 +172,13 @@ void reconnect(Session& s, Oob& oob) {
 // ---- data path ----------------------------------------------------------------------------------
 
 void drive(Session& s) {
-    (void)poll_cq(s.cq, nullptr, 0);
+    (void)poll_cq(s.cq, {});
 }
 
 WorkCompletion wait_completion(Session& s) {
     WorkCompletion wc;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (poll_cq(s.cq, &wc, 1) == 0) {
+    while (poll_cq(s.cq, {&wc, 1}) == 0) {
         if (std::chrono::steady_clock::now() > deadline) {
             die("timed out waiting for a completion");
         }
@@ -196,7 +196,7 @@ WorkCompletion wait_one(Session& s) {
 }
 
 void post(Session& s, SendWr& wr) {
-    if (post_send(s.qp, &wr, 1) != 1) {
+    if (post_send(s.qp, {&wr, 1}) != 1) {
         die("post_send refused");
     }
 }
@@ -205,7 +205,7 @@ void post_receive(Session& s, std::uint64_t offset, std::uint32_t length) {
     RecvWr wr;
     wr.num_sge = 1;
     wr.sge = {s.addr() + offset, length, s.mr.lkey()};
-    if (post_recv(s.qp, &wr, 1) != 1) {
+    if (post_recv(s.qp, {&wr, 1}) != 1) {
         die("post_recv refused");
     }
 }

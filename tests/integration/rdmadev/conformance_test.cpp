@@ -81,7 +81,7 @@ private:
     void loop() {
         WorkCompletion wc[16];
         while (!stop_.load()) {
-            const std::uint16_t n = poll_cq(cq_, wc, 16);
+            const std::uint16_t n = poll_cq(cq_, {wc, 16});
             polling_ = true;
             const std::lock_guard lock(mutex_);
             done_.insert(done_.end(), wc, wc + n);
@@ -774,25 +774,25 @@ TEST_P(Conformance, PostingFollowsTheQpState) {
     Objects objects = make_qp(context);
     RecvWr recv;
     recv.wr_id = 7;
-    EXPECT_EQ(post_recv(objects.qp, &recv, 1), 0) << "nothing is taken in RESET";
+    EXPECT_EQ(post_recv(objects.qp, {&recv, 1}), 0) << "nothing is taken in RESET";
     SendWr send;
     send.wr_id = 9;
-    EXPECT_EQ(post_send(objects.qp, &send, 1), 0) << "sends need RTS";
+    EXPECT_EQ(post_send(objects.qp, {&send, 1}), 0) << "sends need RTS";
     ASSERT_TRUE(to_init(objects.qp).ok());
-    EXPECT_EQ(post_recv(objects.qp, &recv, 1), 1) << "receives may be posted from INIT";
+    EXPECT_EQ(post_recv(objects.qp, {&recv, 1}), 1) << "receives may be posted from INIT";
     WorkCompletion wc;
-    EXPECT_EQ(poll_cq(objects.cq, &wc, 1), 0);
+    EXPECT_EQ(poll_cq(objects.cq, {&wc, 1}), 0);
 
     // ERR flushes what is queued, and what is posted afterwards.
     QpAttr err;
     err.state = QpState::err;
     ASSERT_TRUE(objects.qp.modify(err, qp_attr_state).ok());
-    ASSERT_EQ(poll_cq(objects.cq, &wc, 1), 1);
+    ASSERT_EQ(poll_cq(objects.cq, {&wc, 1}), 1);
     EXPECT_EQ(wc.wr_id, 7U);
     EXPECT_EQ(wc.status, WcStatus::wr_flush_error);
     EXPECT_EQ(wc.qpn, objects.qp.qpn());
-    EXPECT_EQ(post_recv(objects.qp, &recv, 1), 1);
-    ASSERT_EQ(poll_cq(objects.cq, &wc, 1), 1);
+    EXPECT_EQ(post_recv(objects.qp, {&recv, 1}), 1);
+    ASSERT_EQ(poll_cq(objects.cq, {&wc, 1}), 1);
     EXPECT_EQ(wc.status, WcStatus::wr_flush_error);
 }
 
@@ -857,7 +857,7 @@ TEST_P(Conformance, DestroyIsPendingWhileWorkIsInFlight) {
     for (std::uint64_t i = 0; i < 3; ++i) {
         recv[i].wr_id = 100 + i;
     }
-    ASSERT_EQ(post_recv(objects.qp, recv, 3), 3);
+    ASSERT_EQ(post_recv(objects.qp, {recv, 3}), 3);
     const std::uint32_t qpn = objects.qp.qpn();
     ASSERT_EQ(objects.qp.destroy(31).code(), StatusCode::pending);
     EXPECT_FALSE(objects.qp) << "the handle lets go; the context finishes the destroy";
@@ -873,7 +873,7 @@ TEST_P(Conformance, DestroyIsPendingWhileWorkIsInFlight) {
     EXPECT_EQ(context.resources().qps, 0U);
     // The flushed receives reached the CQ before the destroy completed.
     WorkCompletion wc[4];
-    ASSERT_EQ(poll_cq(objects.cq, wc, 4), 3);
+    ASSERT_EQ(poll_cq(objects.cq, {wc, 4}), 3);
     for (std::uint64_t i = 0; i < 3; ++i) {
         EXPECT_EQ(wc[i].wr_id, 100 + i);
         EXPECT_EQ(wc[i].status, WcStatus::wr_flush_error);
@@ -1217,10 +1217,10 @@ TEST_P(Conformance, QpFatalThenLastWqeWhenRetriesRunOut) {
     send.flags = send_signaled;
     send.num_sge = 1;
     send.sge = {reinterpret_cast<std::uint64_t>(buffer->data()), 64, mr->lkey()};
-    ASSERT_EQ(post_send(objects.qp, &send, 1), 1);
+    ASSERT_EQ(post_send(objects.qp, {&send, 1}), 1);
     WorkCompletion wc;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (poll_cq(objects.cq, &wc, 1) == 0 && std::chrono::steady_clock::now() < deadline) {
+    while (poll_cq(objects.cq, {&wc, 1}) == 0 && std::chrono::steady_clock::now() < deadline) {
     }
     ASSERT_EQ(wc.wr_id, 5U) << "no completion";
     EXPECT_EQ(wc.status, WcStatus::retry_exceeded);
@@ -1236,8 +1236,8 @@ TEST_P(Conformance, QpFatalThenLastWqeWhenRetriesRunOut) {
     // Once per entry into ERR: what is posted now is flushed without another event.
     RecvWr recv;
     recv.wr_id = 6;
-    ASSERT_EQ(post_recv(objects.qp, &recv, 1), 1);
-    ASSERT_EQ(poll_cq(objects.cq, &wc, 1), 1);
+    ASSERT_EQ(post_recv(objects.qp, {&recv, 1}), 1);
+    ASSERT_EQ(poll_cq(objects.cq, {&wc, 1}), 1);
     EXPECT_EQ(wc.status, WcStatus::wr_flush_error);
     EXPECT_EQ(context.poll_events(events), 0U);
 }
@@ -1249,12 +1249,12 @@ TEST_P(Conformance, LastWqeReachedWhenTheApplicationMovesTheQpToError) {
     RecvWr recv[2];
     recv[0].wr_id = 1;
     recv[1].wr_id = 2;
-    ASSERT_EQ(post_recv(objects.qp, recv, 2), 2);
+    ASSERT_EQ(post_recv(objects.qp, {recv, 2}), 2);
     QpAttr err;
     err.state = QpState::err;
     ASSERT_TRUE(objects.qp.modify(err, qp_attr_state).ok());
     WorkCompletion wc[4];
-    ASSERT_EQ(poll_cq(objects.cq, wc, 4), 2);
+    ASSERT_EQ(poll_cq(objects.cq, {wc, 4}), 2);
     EXPECT_EQ(wc[1].status, WcStatus::wr_flush_error);
     Event events[4];
     ASSERT_EQ(context.poll_events(events), 1U) << "last WQE reached, and no qp_fatal";
@@ -1310,7 +1310,7 @@ TEST_P(Conformance, QpFatalFromAGroupAnotherThreadPolls) {
     send.num_sge = 1;
     send.sge = {reinterpret_cast<std::uint64_t>(buffer->data()), 64, mr->lkey()};
     std::uint16_t posted = 0;
-    owner.run([&] { posted = post_send(qp, &send, 1); });
+    owner.run([&] { posted = post_send(qp, {&send, 1}); });
     ASSERT_EQ(posted, 1);
     std::vector<Event> seen;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -1360,9 +1360,9 @@ TEST_P(Conformance, RemovedDeviceFailsEveryCallUntilReleased) {
     EXPECT_EQ(objects.pd.register_memory(buffer->data(), 64, mem::access_local_write).code(),
               StatusCode::device_removed);
     RecvWr recv;
-    EXPECT_EQ(post_recv(objects.qp, &recv, 1), 0) << "the fast path is a no-op now";
+    EXPECT_EQ(post_recv(objects.qp, {&recv, 1}), 0) << "the fast path is a no-op now";
     WorkCompletion wc;
-    EXPECT_EQ(poll_cq(objects.cq, &wc, 1), 0);
+    EXPECT_EQ(poll_cq(objects.cq, {&wc, 1}), 0);
     EXPECT_EQ(Context::open(pair_->a()).code(), StatusCode::device_removed);
 
     // Releasing always works, and then the client can close.

@@ -153,9 +153,9 @@ protected:
         WorkCompletion wc[32];
         ControlCompletion control[4];
         while (done.size() < count && std::chrono::steady_clock::now() < deadline) {
-            const std::uint16_t n = poll_cq(side.cq, wc, 32);
+            const std::uint16_t n = poll_cq(side.cq, {wc, 32});
             done.insert(done.end(), wc, wc + n);
-            const std::uint16_t m = poll_cq(other.cq, wc, 32);
+            const std::uint16_t m = poll_cq(other.cq, {wc, 32});
             other.backlog.insert(other.backlog.end(), wc, wc + m);
             // Queue groups without a CQ here (the handover tests) are driven by the control path.
             (void)side.context.poll_control(control);
@@ -173,7 +173,7 @@ protected:
         wr.wr_id = wr_id;
         wr.num_sge = 1;
         wr.sge = {side.addr() + offset, length, side.mr.lkey()};
-        ASSERT_EQ(post_recv(side.qp, &wr, 1), 1);
+        ASSERT_EQ(post_recv(side.qp, {&wr, 1}), 1);
     }
 
     SendWr send_wr(Side& side, WrOpcode op, std::uint64_t offset, std::uint32_t length) {
@@ -228,7 +228,7 @@ TEST_F(EngineTest, SendReceiveSmall) {
     fill(*a_, 0, 64, 1);
     post_receive(*b_, 5, 4096, 256);
     SendWr wr = send_wr(*a_, WrOpcode::send, 0, 64);
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     const auto sent = wait(*a_, 1);
     ASSERT_EQ(sent.size(), 1U);
     EXPECT_EQ(sent[0].status, WcStatus::success) << wc_status_name(sent[0].status);
@@ -248,7 +248,7 @@ TEST_F(EngineTest, SendAcrossManyMtuSegmentsWithImmediate) {
     post_receive(*b_, 6, 65536, length);
     SendWr wr = send_wr(*a_, WrOpcode::send_with_imm, 0, length);
     wr.imm_or_invalidate = 0xabcdef01;
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     ASSERT_EQ(wait(*a_, 1).size(), 1U);
     const auto received = wait(*b_, 1);
     ASSERT_EQ(received.size(), 1U);
@@ -264,7 +264,7 @@ TEST_F(EngineTest, WriteAndWriteWithImmediate) {
     SendWr wr = send_wr(*a_, WrOpcode::rdma_write, 0, length);
     wr.rdma.remote_addr = b_->addr() + 128;
     wr.rdma.rkey = b_->mr.rkey();
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     const auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
@@ -276,7 +276,7 @@ TEST_F(EngineTest, WriteAndWriteWithImmediate) {
     imm.rdma.remote_addr = b_->addr() + 512 * 1024;
     imm.rdma.rkey = b_->mr.rkey();
     imm.imm_or_invalidate = 42;
-    ASSERT_EQ(post_send(a_->qp, &imm, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&imm, 1}), 1);
     ASSERT_EQ(wait(*a_, 1).size(), 1U);
     const auto received = wait(*b_, 1);
     ASSERT_EQ(received.size(), 1U);
@@ -295,7 +295,7 @@ TEST_F(EngineTest, WriteWithImmediateAcrossPacketsReportsTheWholeLength) {
     imm.rdma.remote_addr = b_->addr() + 65536;
     imm.rdma.rkey = b_->mr.rkey();
     imm.imm_or_invalidate = 0x01020304;
-    ASSERT_EQ(post_send(a_->qp, &imm, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&imm, 1}), 1);
     ASSERT_EQ(wait(*a_, 1).size(), 1U);
     const auto received = wait(*b_, 1);
     ASSERT_EQ(received.size(), 1U);
@@ -315,7 +315,7 @@ TEST_F(EngineTest, WriteWithImmediateWaitsForAReceiveThroughRnr) {
     imm.rdma.remote_addr = b_->addr() + 65536;
     imm.rdma.rkey = b_->mr.rkey();
     imm.imm_or_invalidate = 5;
-    ASSERT_EQ(post_send(a_->qp, &imm, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&imm, 1}), 1);
     EXPECT_TRUE(wait(*a_, 1, std::chrono::milliseconds(200)).empty())
         << "no receive posted: RNR NAKs, nothing completes";
     post_receive(*b_, 4, 0, 0);
@@ -335,7 +335,7 @@ TEST_F(EngineTest, InlineAndMultiSgeAndUnsignaled) {
     post_receive(*b_, 2, 16384, 512);
     SendWr inline_wr = send_wr(*a_, WrOpcode::send, 0, 100);
     inline_wr.flags = send_inline; // unsignaled: no send completion on success
-    ASSERT_EQ(post_send(a_->qp, &inline_wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&inline_wr, 1}), 1);
     std::memset(a_->data(), 0, 100); // inline data was copied at post time
     Sge sges[3] = {{a_->addr() + 100, 50, a_->mr.lkey()},
                    {a_->addr() + 200, 60, a_->mr.lkey()},
@@ -346,7 +346,7 @@ TEST_F(EngineTest, InlineAndMultiSgeAndUnsignaled) {
     multi.flags = send_signaled;
     multi.num_sge = 3;
     multi.sg_list = sges;
-    ASSERT_EQ(post_send(a_->qp, &multi, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&multi, 1}), 1);
     const auto sent = wait(*a_, 1);
     ASSERT_EQ(sent.size(), 1U);
     EXPECT_EQ(sent[0].wr_id, 2U) << "the unsignaled inline send completed silently";
@@ -378,12 +378,12 @@ TEST_F(SlowPeerEngineTest, AProbeAnsweredByAnAckOfEverythingResendsNothingElse) 
     SendWr write = send_wr(*a_, WrOpcode::rdma_write, 0, packets * 1024);
     write.rdma.remote_addr = b_->addr() + 256 * 1024;
     write.rdma.rkey = b_->mr.rkey();
-    ASSERT_EQ(post_send(a_->qp, &write, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&write, 1}), 1);
     // Only a polls, for less than its transport timeout and more than the probe wait.
     WorkCompletion wc[4];
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(2500);
     while (std::chrono::steady_clock::now() < until) {
-        ASSERT_EQ(poll_cq(a_->cq, wc, 4), 0);
+        ASSERT_EQ(poll_cq(a_->cq, {wc, 4}), 0);
     }
     ASSERT_GE(counter(*a_, "probes"), 1U) << "no probe in 2.5 ms";
     ASSERT_EQ(counter(*a_, "timeouts"), 0U) << "the test polled too long";
@@ -411,7 +411,7 @@ TEST_F(EngineTest, InlineSendSkipsAnEmptySge) {
     wr.flags = send_inline | send_signaled;
     wr.num_sge = 3;
     wr.sg_list = sges;
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     const auto sent = wait(*a_, 1);
     ASSERT_EQ(sent.size(), 1U);
     EXPECT_EQ(sent[0].status, WcStatus::success) << wc_status_name(sent[0].status);
@@ -434,10 +434,10 @@ TEST_F(EngineTest, ReceiveScattersByItsOwnCopyOfTheSgeList) {
     recv.wr_id = 11;
     recv.num_sge = 3;
     recv.sg_list = sges.data();
-    ASSERT_EQ(post_recv(b_->qp, &recv, 1), 1);
+    ASSERT_EQ(post_recv(b_->qp, {&recv, 1}), 1);
     sges.fill(Sge{b_->addr() + 65536, 1, 0}); // the caller reuses its array
     SendWr send = send_wr(*a_, WrOpcode::send, 0, length);
-    ASSERT_EQ(post_send(a_->qp, &send, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&send, 1}), 1);
     ASSERT_EQ(wait(*a_, 1).size(), 1U);
     const auto received = wait(*b_, 1);
     ASSERT_EQ(received.size(), 1U);
@@ -462,7 +462,7 @@ TEST_F(EngineTest, ManyMessagesInOrder) {
         if (i % 16 != 15 && i != count - 1) {
             wr.flags |= send_defer;
         }
-        ASSERT_EQ(post_send(a_->qp, &wr, 1), 1) << i;
+        ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1) << i;
     }
     const auto sent = wait(*a_, count);
     ASSERT_EQ(sent.size(), static_cast<std::size_t>(count));
@@ -478,7 +478,7 @@ TEST_F(EngineTest, ManyMessagesInOrder) {
 TEST_F(EngineTest, ReceiverNotReadyIsRetried) {
     fill(*a_, 0, 32, 2);
     SendWr wr = send_wr(*a_, WrOpcode::send, 0, 32);
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     EXPECT_TRUE(wait(*a_, 1, std::chrono::milliseconds(200)).empty())
         << "no receive posted: RNR NAKs, nothing completes";
     post_receive(*b_, 3, 0, 64);
@@ -509,8 +509,8 @@ TEST_F(EngineTest, BadRkeyFailsAtTheRequesterAndLeavesTargetMemoryAlone) {
     wr.rdma.rkey = b_->mr.rkey() ^ 0x100; // another index
     SendWr next = send_wr(*a_, WrOpcode::send, 0, 8);
     next.wr_id = 78;
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
-    ASSERT_EQ(post_send(a_->qp, &next, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
+    ASSERT_EQ(post_send(a_->qp, {&next, 1}), 1);
     const auto done = wait(*a_, 2);
     ASSERT_EQ(done.size(), 2U);
     EXPECT_EQ(done[0].status, WcStatus::remote_access_error) << wc_status_name(done[0].status);
@@ -528,7 +528,7 @@ TEST_F(EngineTest, TheResponderGoesToErrorAfterARemoteAccessNak) {
     SendWr wr = send_wr(*a_, WrOpcode::rdma_write, 0, 64);
     wr.rdma.remote_addr = b_->addr();
     wr.rdma.rkey = b_->mr.rkey() ^ 0x100;
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     const auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::remote_access_error);
@@ -555,8 +555,8 @@ TEST_F(EngineTest, ARegionDeregisteredMidReadStopsTheResponses) {
     SendWr read = send_wr(*a_, WrOpcode::rdma_read, 0, 1 << 20);
     read.rdma.remote_addr = reinterpret_cast<std::uint64_t>(buffer->data());
     read.rdma.rkey = region->rkey();
-    ASSERT_EQ(post_send(a_->qp, &read, 1), 1);
-    (void)poll_cq(b_->cq, nullptr, 0); // B takes the request and sends its first responses
+    ASSERT_EQ(post_send(a_->qp, {&read, 1}), 1);
+    (void)poll_cq(b_->cq, {}); // B takes the request and sends its first responses
     ASSERT_TRUE(region->deregister().ok());
     const auto done = wait(*a_, 1, std::chrono::seconds(10));
     ASSERT_EQ(done.size(), 1U);
@@ -572,8 +572,8 @@ TEST_F(EngineTest, ARegionDeregisteredMidWriteIsARemoteAccessError) {
     SendWr write = send_wr(*a_, WrOpcode::rdma_write, 0, 1 << 20);
     write.rdma.remote_addr = reinterpret_cast<std::uint64_t>(buffer->data());
     write.rdma.rkey = region->rkey();
-    ASSERT_EQ(post_send(a_->qp, &write, 1), 1); // the first packets leave at once
-    (void)poll_cq(b_->cq, nullptr, 0);          // B places some of them
+    ASSERT_EQ(post_send(a_->qp, {&write, 1}), 1); // the first packets leave at once
+    (void)poll_cq(b_->cq, {});                    // B places some of them
     ASSERT_TRUE(region->deregister().ok());
     const auto done = wait(*a_, 1, std::chrono::seconds(10));
     ASSERT_EQ(done.size(), 1U);
@@ -592,7 +592,7 @@ TEST_F(EngineTest, ALocalRegionDeregisteredUnderAQueuedWriteFailsIt) {
     write.sge = {reinterpret_cast<std::uint64_t>(buffer->data()), 1 << 20, region->lkey()};
     write.rdma.remote_addr = b_->addr();
     write.rdma.rkey = b_->mr.rkey();
-    ASSERT_EQ(post_send(a_->qp, &write, 1), 1); // part of it leaves now, the rest later
+    ASSERT_EQ(post_send(a_->qp, {&write, 1}), 1); // part of it leaves now, the rest later
     ASSERT_TRUE(region->deregister().ok());
     const auto done = wait(*a_, 1, std::chrono::seconds(10));
     ASSERT_EQ(done.size(), 1U);
@@ -606,7 +606,7 @@ TEST_F(EngineTest, SendWithInvalidateOfAKeyThatCannotBeInvalidatedFails) {
     post_receive(*b_, 51, 0, 64);
     SendWr send = send_wr(*a_, WrOpcode::send_with_inv, 0, 16);
     send.imm_or_invalidate = b_->mr.rkey();
-    ASSERT_EQ(post_send(a_->qp, &send, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&send, 1}), 1);
     const auto sent = wait(*a_, 1);
     ASSERT_EQ(sent.size(), 1U);
     EXPECT_EQ(sent[0].status, WcStatus::remote_invalid_request_error)
@@ -625,7 +625,7 @@ TEST_F(EngineTest, TheQpReportsTheErrorStateTheEngineMovedItTo) {
     SendWr wr = send_wr(*a_, WrOpcode::rdma_write, 0, 64);
     wr.rdma.remote_addr = b_->addr();
     wr.rdma.rkey = b_->mr.rkey() + 1;
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     const auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::remote_access_error);
@@ -645,7 +645,7 @@ TEST_F(EngineTest, OutOfBoundsOfAValidRkeyIsARemoteAccessError) {
     SendWr oob = send_wr(*b_, WrOpcode::rdma_write, 0, 64);
     oob.rdma.remote_addr = a_->addr() + kBufferSize - 32;
     oob.rdma.rkey = a_->mr.rkey();
-    ASSERT_EQ(post_send(b_->qp, &oob, 1), 1);
+    ASSERT_EQ(post_send(b_->qp, {&oob, 1}), 1);
     const auto oob_done = wait(*b_, 1);
     ASSERT_EQ(oob_done.size(), 1U);
     EXPECT_EQ(oob_done[0].status, WcStatus::remote_access_error);
@@ -657,7 +657,7 @@ TEST_F(EngineTest, ReadSmallLargeAndEmpty) {
     SendWr small = send_wr(*a_, WrOpcode::rdma_read, 0, 64);
     small.rdma.remote_addr = b_->addr();
     small.rdma.rkey = b_->mr.rkey();
-    ASSERT_EQ(post_send(a_->qp, &small, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&small, 1}), 1);
     auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
@@ -668,7 +668,7 @@ TEST_F(EngineTest, ReadSmallLargeAndEmpty) {
     SendWr big = send_wr(*a_, WrOpcode::rdma_read, 4096, large);
     big.rdma.remote_addr = b_->addr() + 3;
     big.rdma.rkey = b_->mr.rkey();
-    ASSERT_EQ(post_send(a_->qp, &big, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&big, 1}), 1);
     done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
@@ -679,7 +679,7 @@ TEST_F(EngineTest, ReadSmallLargeAndEmpty) {
     empty.num_sge = 0;
     empty.rdma.remote_addr = b_->addr();
     empty.rdma.rkey = b_->mr.rkey();
-    ASSERT_EQ(post_send(a_->qp, &empty, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&empty, 1}), 1);
     done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::success);
@@ -699,7 +699,7 @@ TEST_F(EngineTest, ManyReadsBeyondTheOutstandingLimitKeepOrder) {
     wrs[20].opcode = WrOpcode::rdma_write;
     wrs[20].flags |= send_fence;
     wrs[20].rdma.remote_addr = b_->addr() + 900 * 1024;
-    ASSERT_EQ(post_send(a_->qp, wrs.data(), count), count);
+    ASSERT_EQ(post_send(a_->qp, {wrs.data(), count}), count);
     const auto done = wait(*a_, count);
     ASSERT_EQ(done.size(), static_cast<std::size_t>(count));
     for (int i = 0; i < count; ++i) {
@@ -718,7 +718,7 @@ TEST_F(EngineTest, ReadWithABadRkeyIsARemoteAccessError) {
     SendWr wr = send_wr(*a_, WrOpcode::rdma_read, 0, 64);
     wr.rdma.remote_addr = b_->addr();
     wr.rdma.rkey = b_->mr.rkey() + 1; // stale variant
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     const auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::remote_access_error);
@@ -731,7 +731,7 @@ TEST_F(EngineTest, AtomicsCompareSwapAndFetchAdd) {
     add.atomic.remote_addr = b_->addr() + 8192;
     add.atomic.rkey = b_->mr.rkey();
     add.atomic.compare_add = 23;
-    ASSERT_EQ(post_send(a_->qp, &add, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&add, 1}), 1);
     auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
@@ -749,8 +749,8 @@ TEST_F(EngineTest, AtomicsCompareSwapAndFetchAdd) {
     SendWr hit = miss;
     hit.sge.addr = a_->addr() + 16;
     hit.atomic.compare_add = 123;
-    ASSERT_EQ(post_send(a_->qp, &miss, 1), 1);
-    ASSERT_EQ(post_send(a_->qp, &hit, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&miss, 1}), 1);
+    ASSERT_EQ(post_send(a_->qp, {&hit, 1}), 1);
     done = wait(*a_, 2);
     ASSERT_EQ(done.size(), 2U);
     std::uint64_t miss_original = 0;
@@ -769,7 +769,7 @@ TEST_F(EngineTest, MisalignedAtomicIsAnInvalidRequest) {
     wr.atomic.remote_addr = b_->addr() + 8193;
     wr.atomic.rkey = b_->mr.rkey();
     wr.atomic.compare_add = 1;
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     const auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::remote_invalid_request_error);
@@ -812,7 +812,7 @@ TEST_F(EngineTest, SixteenQueuePairsAtOnce) {
         recv.num_sge = 1;
         recv.sge = {b_->addr() + 512 * 1024 + static_cast<std::uint64_t>(i) * size, size,
                     b_->mr.lkey()};
-        ASSERT_EQ(post_recv(qps[static_cast<std::size_t>(i)].b, &recv, 1), 1);
+        ASSERT_EQ(post_recv(qps[static_cast<std::size_t>(i)].b, {&recv, 1}), 1);
     }
     for (int i = 0; i < pairs; ++i) {
         SendWr write =
@@ -822,8 +822,8 @@ TEST_F(EngineTest, SixteenQueuePairsAtOnce) {
         write.rdma.rkey = b_->mr.rkey();
         SendWr send = send_wr(*a_, WrOpcode::send, static_cast<std::uint64_t>(i) * size, size);
         send.wr_id = static_cast<std::uint64_t>(i);
-        ASSERT_EQ(post_send(qps[static_cast<std::size_t>(i)].a, &write, 1), 1);
-        ASSERT_EQ(post_send(qps[static_cast<std::size_t>(i)].a, &send, 1), 1);
+        ASSERT_EQ(post_send(qps[static_cast<std::size_t>(i)].a, {&write, 1}), 1);
+        ASSERT_EQ(post_send(qps[static_cast<std::size_t>(i)].a, {&send, 1}), 1);
     }
     const auto sent = wait(*a_, pairs);
     ASSERT_EQ(sent.size(), static_cast<std::size_t>(pairs));
@@ -862,7 +862,7 @@ TEST_F(EngineTest, FastRegisterThenPeerAccessThenLocalInvalidate) {
     reg.fast_reg.key = key;
     reg.fast_reg.access =
         mem::access_local_write | mem::access_remote_write | mem::access_remote_read;
-    ASSERT_EQ(post_send(b_->qp, &reg, 1), 1);
+    ASSERT_EQ(post_send(b_->qp, {&reg, 1}), 1);
     auto done = wait(*b_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
@@ -874,7 +874,7 @@ TEST_F(EngineTest, FastRegisterThenPeerAccessThenLocalInvalidate) {
     SendWr write = send_wr(*a_, WrOpcode::rdma_write, 0, 200);
     write.rdma.remote_addr = 0x7000000000ULL + 4000;
     write.rdma.rkey = key;
-    ASSERT_EQ(post_send(a_->qp, &write, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&write, 1}), 1);
     done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
@@ -885,7 +885,7 @@ TEST_F(EngineTest, FastRegisterThenPeerAccessThenLocalInvalidate) {
     SendWr read = send_wr(*a_, WrOpcode::rdma_read, 4096, 200);
     read.rdma.remote_addr = 0x7000000000ULL + 4000;
     read.rdma.rkey = key;
-    ASSERT_EQ(post_send(a_->qp, &read, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&read, 1}), 1);
     done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(std::memcmp(a_->data() + 4096, a_->data(), 200), 0);
@@ -895,12 +895,12 @@ TEST_F(EngineTest, FastRegisterThenPeerAccessThenLocalInvalidate) {
     inv.opcode = WrOpcode::local_inv;
     inv.flags = send_signaled;
     inv.local_inv.key = key;
-    ASSERT_EQ(post_send(b_->qp, &inv, 1), 1);
+    ASSERT_EQ(post_send(b_->qp, {&inv, 1}), 1);
     done = wait(*b_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::success);
     EXPECT_EQ(done[0].opcode, WcOpcode::local_inv);
-    ASSERT_EQ(post_send(a_->qp, &write, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&write, 1}), 1);
     done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::remote_access_error) << "the invalidated rkey is dead";
@@ -923,8 +923,8 @@ TEST_F(EngineTest, FastRegisterErrorsOfSeed001) {
     reg.fast_reg.access = mem::access_local_write | mem::access_remote_write;
     SendWr after = send_wr(*b_, WrOpcode::send, 0, 8);
     after.wr_id = 9;
-    ASSERT_EQ(post_send(b_->qp, &reg, 1), 1);
-    ASSERT_EQ(post_send(b_->qp, &after, 1), 1);
+    ASSERT_EQ(post_send(b_->qp, {&reg, 1}), 1);
+    ASSERT_EQ(post_send(b_->qp, {&after, 1}), 1);
     const auto done = wait(*b_, 2);
     ASSERT_EQ(done.size(), 2U);
     EXPECT_EQ(done[0].status, WcStatus::local_protection_error) << wc_status_name(done[0].status);
@@ -933,7 +933,7 @@ TEST_F(EngineTest, FastRegisterErrorsOfSeed001) {
     // Not connected: a QP that is not RTS takes no FAST_REG at all.
     Objects fresh = make_objects(*b_);
     SendWr early = reg;
-    EXPECT_EQ(post_send(fresh.qp, &early, 1), 0);
+    EXPECT_EQ(post_send(fresh.qp, {&early, 1}), 0);
 }
 
 TEST_F(EngineTest, SendWithInvalidateKillsThePeersKey) {
@@ -951,11 +951,11 @@ TEST_F(EngineTest, SendWithInvalidateKillsThePeersKey) {
     reg.fast_reg.base_va = 0x20000;
     reg.fast_reg.key = key;
     reg.fast_reg.access = mem::access_local_write | mem::access_remote_write;
-    ASSERT_EQ(post_send(b_->qp, &reg, 1), 1); // unsignaled: completes silently
+    ASSERT_EQ(post_send(b_->qp, {&reg, 1}), 1); // unsignaled: completes silently
     post_receive(*b_, 3, 0, 64);
     SendWr send = send_wr(*a_, WrOpcode::send_with_inv, 0, 16);
     send.imm_or_invalidate = key;
-    ASSERT_EQ(post_send(a_->qp, &send, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&send, 1}), 1);
     ASSERT_EQ(wait(*a_, 1).size(), 1U);
     const auto received = wait(*b_, 1);
     ASSERT_EQ(received.size(), 1U);
@@ -973,7 +973,7 @@ TEST_F(EngineTest, WriteToAReadOnlyRegionIsARemoteAccessError) {
     SendWr wr = send_wr(*a_, WrOpcode::rdma_write, 0, 64);
     wr.rdma.remote_addr = b_->addr() + 128 * 1024;
     wr.rdma.rkey = read_only->rkey();
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     const auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::remote_access_error);
@@ -990,7 +990,7 @@ TEST_F(EngineTest, ExactlyRetryCountRetransmissionsWhenThePeerIsSilent) {
     SendWr wr = send_wr(*a_, WrOpcode::rdma_write, 0, 64);
     wr.rdma.remote_addr = b_->addr();
     wr.rdma.rkey = b_->mr.rkey();
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     const auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::retry_exceeded);
@@ -1022,7 +1022,7 @@ TEST_F(EngineTest, ExactlyRnrRetryCountThenRnrRetryExceeded) {
     EXPECT_EQ(a_->qp.modify(rts, qp_attr_rnr_retry).code(), StatusCode::invalid_parameter)
         << "IBTA: rnr_retry is set on RTR -> RTS only";
     SendWr wr = send_wr(*a_, WrOpcode::send, 0, 16); // b never posts a receive
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     const auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::rnr_retry_exceeded);
@@ -1045,7 +1045,7 @@ TEST_F(EngineTest, ExactlyRnrRetryCountThenRnrRetryExceeded) {
 TEST_F(EngineTest, BadLkeyIsALocalProtectionError) {
     SendWr wr = send_wr(*a_, WrOpcode::send, 0, 64);
     wr.sge.lkey = 0x12345600;
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     const auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::local_protection_error);
@@ -1085,9 +1085,9 @@ TEST_F(LossyEngineTest, EveryByteArrivesThroughRetransmission) {
     read.rdma.rkey = b_->mr.rkey();
     wrs.push_back(read);
     for (std::size_t i = 0; i < wrs.size();) {
-        const auto n =
-            post_send(a_->qp, wrs.data() + i,
-                      static_cast<std::uint16_t>(std::min<std::size_t>(64, wrs.size() - i)));
+        const auto n = post_send(
+            a_->qp, {wrs.data() + i,
+                     static_cast<std::uint16_t>(std::min<std::size_t>(64, wrs.size() - i))});
         i += n;
         if (n == 0) {
             (void)wait(*a_, 0, std::chrono::milliseconds(1));
@@ -1197,7 +1197,7 @@ TEST_F(WireCaptureTest, EveryFrameDecodesWithAValidIcrc) {
     add.atomic.rkey = b_->mr.rkey();
     add.atomic.compare_add = 1;
     for (SendWr* wr : {&send, &write, &read, &cas, &add}) {
-        ASSERT_EQ(post_send(a_->qp, wr, 1), 1);
+        ASSERT_EQ(post_send(a_->qp, {wr, 1}), 1);
     }
     const auto done = wait(*a_, 5);
     ASSERT_EQ(done.size(), 5U);
@@ -1251,7 +1251,7 @@ TEST_F(Ipv6EngineTest, SendWriteAndReadOverIpv6) {
     read.rdma.remote_addr = b_->addr() + 65536;
     read.rdma.rkey = b_->mr.rkey();
     for (SendWr* wr : {&send, &write, &read}) {
-        ASSERT_EQ(post_send(a_->qp, wr, 1), 1);
+        ASSERT_EQ(post_send(a_->qp, {wr, 1}), 1);
     }
     const auto done = wait(*a_, 3);
     ASSERT_EQ(done.size(), 3U);
@@ -1274,7 +1274,7 @@ TEST_F(Ipv6WireCaptureTest, Ipv6FramesCarryAValidUdpChecksum) {
     SendWr write = send_wr(*a_, WrOpcode::rdma_write, 0, 2500);
     write.rdma.remote_addr = b_->addr();
     write.rdma.rkey = b_->mr.rkey();
-    ASSERT_EQ(post_send(a_->qp, &write, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&write, 1}), 1);
     ASSERT_EQ(wait(*a_, 1).size(), 1U);
     const auto frames = read_pcapng(capture_path());
     ASSERT_GE(frames.size(), 4U);
@@ -1312,8 +1312,8 @@ TEST_F(QueueGroupEngineTest, FramesForAnotherGroupAreHandedOver) {
     SendWr read = send_wr(*a_, WrOpcode::rdma_read, 16384, 5000);
     read.rdma.remote_addr = b_->addr() + 65536;
     read.rdma.rkey = b_->mr.rkey();
-    ASSERT_EQ(post_send(a_->qp, &send, 1), 1);
-    ASSERT_EQ(post_send(a_->qp, &read, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&send, 1}), 1);
+    ASSERT_EQ(post_send(a_->qp, {&read, 1}), 1);
     const auto done = wait(*a_, 2);
     ASSERT_EQ(done.size(), 2U);
     for (const auto& wc : done) {
@@ -1341,12 +1341,12 @@ TEST_F(QueueGroupEngineTest, AGroupPolledByItsOwnThread) {
         // Until every receive is in: b's group 1 may have done its work through poll_control
         // before this thread's first poll claimed it.
         WorkCompletion wc[16];
-        b_done.insert(b_done.end(), wc, wc + poll_cq(b_->cq, wc, 16)); // claims the group
+        b_done.insert(b_done.end(), wc, wc + poll_cq(b_->cq, {wc, 16})); // claims the group
         claimed = true;
         const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
         while (!stop.load() || (b_done.size() < static_cast<std::size_t>(messages) &&
                                 std::chrono::steady_clock::now() < give_up)) {
-            const std::uint16_t n = poll_cq(b_->cq, wc, 16);
+            const std::uint16_t n = poll_cq(b_->cq, {wc, 16});
             b_done.insert(b_done.end(), wc, wc + n);
         }
     });
@@ -1376,10 +1376,10 @@ TEST_F(QueueGroupEngineTest, AGroupPolledByItsOwnThread) {
            std::chrono::steady_clock::now() < deadline) {
         if (posted < wrs.size()) {
             posted += post_send(
-                a_->qp, wrs.data() + posted,
-                static_cast<std::uint16_t>(std::min<std::size_t>(32, wrs.size() - posted)));
+                a_->qp, {wrs.data() + posted, static_cast<std::uint16_t>(
+                                                  std::min<std::size_t>(32, wrs.size() - posted))});
         }
-        const std::uint16_t n = poll_cq(a_->cq, wc, 32);
+        const std::uint16_t n = poll_cq(a_->cq, {wc, 32});
         for (std::uint16_t i = 0; i < n; ++i) {
             failed += wc[i].status == WcStatus::success ? 0 : 1;
         }
@@ -1394,8 +1394,8 @@ TEST_F(QueueGroupEngineTest, AGroupPolledByItsOwnThread) {
     // The owner is gone: this thread may drive b's group 1 now, and drains what is still in flight
     // (a ring port's frames belong to the sender's pool, which closes first at teardown).
     for (int i = 0; i < 100; ++i) {
-        (void)poll_cq(b_->cq, wc, 32);
-        (void)poll_cq(a_->cq, wc, 32);
+        (void)poll_cq(b_->cq, {wc, 32});
+        (void)poll_cq(a_->cq, {wc, 32});
         (void)a_->context.poll_control(control);
     }
     ASSERT_EQ(done, static_cast<std::size_t>(messages));
@@ -1419,7 +1419,7 @@ TEST_F(QueueGroupEngineTest, AQpMadeThroughTheOwnerCarriesTrafficSteeredByQpn) {
     std::thread owner([&] {
         WorkCompletion wc[16];
         while (!stop.load()) {
-            const std::uint16_t n = poll_cq(b_->cq, wc, 16);
+            const std::uint16_t n = poll_cq(b_->cq, {wc, 16});
             polling = true;
             const std::lock_guard lock(mutex);
             b_done.insert(b_done.end(), wc, wc + n);
@@ -1488,7 +1488,7 @@ TEST_F(QueueGroupEngineTest, AQpMadeThroughTheOwnerCarriesTrafficSteeredByQpn) {
         wr.wr_id = static_cast<std::uint64_t>(i);
         wr.num_sge = 1;
         wr.sge = {b_->addr() + static_cast<std::uint64_t>(i) * 4096, 4096, b_->mr.lkey()};
-        ASSERT_EQ(post_recv(qp, &wr, 1), 1);
+        ASSERT_EQ(post_recv(qp, {&wr, 1}), 1);
     }
     const auto rtr_to = [&](const Side& remote, std::uint32_t qpn, const Gid& gid) {
         std::vector<std::uint8_t> port(512);
@@ -1538,9 +1538,9 @@ TEST_F(QueueGroupEngineTest, AQpMadeThroughTheOwnerCarriesTrafficSteeredByQpn) {
             SendWr wr =
                 send_wr(*a_, WrOpcode::send, static_cast<std::uint64_t>(posted) * 1000, 3000);
             wr.wr_id = static_cast<std::uint64_t>(posted);
-            posted += post_send(local.qp, &wr, 1);
+            posted += post_send(local.qp, {&wr, 1});
         }
-        const std::uint16_t n = poll_cq(local.cq, wc, 16);
+        const std::uint16_t n = poll_cq(local.cq, {wc, 16});
         for (std::uint16_t i = 0; i < n; ++i) {
             EXPECT_EQ(wc[i].status, WcStatus::success) << wc_status_name(wc[i].status);
         }
@@ -1620,9 +1620,9 @@ TEST_P(FaultMatrixTest, EveryOperationDeliversEveryByte) {
     read.rdma.rkey = b_->mr.rkey();
     wrs.push_back(read);
     for (std::size_t i = 0; i < wrs.size();) {
-        const auto n =
-            post_send(a_->qp, wrs.data() + i,
-                      static_cast<std::uint16_t>(std::min<std::size_t>(32, wrs.size() - i)));
+        const auto n = post_send(
+            a_->qp, {wrs.data() + i,
+                     static_cast<std::uint16_t>(std::min<std::size_t>(32, wrs.size() - i))});
         i += n;
         if (n == 0) {
             (void)wait(*a_, 0, std::chrono::milliseconds(1));
@@ -1765,7 +1765,7 @@ protected:
         std::vector<WorkCompletion> done;
         WorkCompletion wc[32];
         for (int i = 0; i < rounds; ++i) {
-            const std::uint16_t n = poll_cq(b_->cq, wc, 32);
+            const std::uint16_t n = poll_cq(b_->cq, {wc, 32});
             done.insert(done.end(), wc, wc + n);
         }
         return done;
@@ -1872,12 +1872,12 @@ TEST_F(PeerFrameTest, OutstandingWorkTimesOutWhileThePortRefusesFrames) {
         wr.rdma.rkey = b_->mr.rkey();
         wrs.push_back(wr);
     }
-    ASSERT_EQ(post_send(a_->qp, wrs.data(), 64), 64);
+    ASSERT_EQ(post_send(a_->qp, {wrs.data(), 64}), 64);
     std::vector<WorkCompletion> done;
     WorkCompletion wc[32];
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (done.size() < 64 && std::chrono::steady_clock::now() < deadline) {
-        const std::uint16_t n = poll_cq(a_->cq, wc, 32);
+        const std::uint16_t n = poll_cq(a_->cq, {wc, 32});
         done.insert(done.end(), wc, wc + n);
     }
     ASSERT_EQ(done.size(), 64U) << "every WRITE completes although no frame can leave";
@@ -1897,7 +1897,7 @@ TEST_F(EngineTest, AnOutOfRangeOpcodeIsRefusedAtPost) {
     bad.wr_id = 99;
     bad.opcode = static_cast<WrOpcode>(200);
     const SendWr wrs[] = {good, bad};
-    EXPECT_EQ(post_send(a_->qp, wrs, 2), 1) << "the WR with no valid opcode is not taken";
+    EXPECT_EQ(post_send(a_->qp, {wrs, 2}), 1) << "the WR with no valid opcode is not taken";
     const auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::success);
@@ -1918,7 +1918,7 @@ TEST_F(EngineTest, AnOverlongWrFailsInSendQueueOrder) {
     overlong.num_sge = 2;
     overlong.sg_list = sges.data();
     const SendWr wrs[] = {first, overlong};
-    ASSERT_EQ(post_send(a_->qp, wrs, 2), 2);
+    ASSERT_EQ(post_send(a_->qp, {wrs, 2}), 2);
     const auto done = wait(*a_, 2);
     ASSERT_EQ(done.size(), 2U);
     EXPECT_EQ(done[0].wr_id, 1U);

@@ -133,9 +133,9 @@ protected:
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
         std::array<WorkCompletion, 32> wc;
         while (done.size() < count && std::chrono::steady_clock::now() < deadline) {
-            const std::uint16_t n = poll_cq(side.cq, wc.data(), wc.size());
+            const std::uint16_t n = poll_cq(side.cq, wc);
             done.insert(done.end(), wc.begin(), wc.begin() + n);
-            const std::uint16_t m = poll_cq(other.cq, wc.data(), wc.size());
+            const std::uint16_t m = poll_cq(other.cq, wc);
             other.backlog.insert(other.backlog.end(), wc.begin(), wc.begin() + m);
         }
         return done;
@@ -196,21 +196,21 @@ TEST_F(SeedSemantics, APostOnAQpNotConnectedIsRefusedAsNotConnected) {
     RecvWr recv;
     recv.num_sge = 1;
     recv.sge = {a_->addr(), 64, a_->mr.lkey()};
-    EXPECT_EQ(post_send(a_->qp, &wr, 1), 0);
+    EXPECT_EQ(post_send(a_->qp, {&wr, 1}), 0);
     EXPECT_EQ(post_error(a_->qp), StatusCode::not_connected) << "RESET";
-    EXPECT_EQ(post_recv(a_->qp, &recv, 1), 0);
+    EXPECT_EQ(post_recv(a_->qp, {&recv, 1}), 0);
     EXPECT_EQ(post_error(a_->qp), StatusCode::not_connected) << "post_recv in RESET";
 
     bring_to(*a_, *b_, pair_->gid_b(), QpState::init);
-    EXPECT_EQ(post_send(a_->qp, &wr, 1), 0);
+    EXPECT_EQ(post_send(a_->qp, {&wr, 1}), 0);
     EXPECT_EQ(post_error(a_->qp), StatusCode::not_connected) << "INIT";
-    EXPECT_EQ(post_recv(a_->qp, &recv, 1), 1) << "a receive may be posted from INIT on";
+    EXPECT_EQ(post_recv(a_->qp, {&recv, 1}), 1) << "a receive may be posted from INIT on";
     EXPECT_EQ(post_error(a_->qp), StatusCode::ok) << "the post took every WR";
 
     QueuePair rtr = make_qp(*a_);
     std::swap(rtr, a_->qp);
     bring_to(*a_, *b_, pair_->gid_b(), QpState::rtr);
-    EXPECT_EQ(post_send(a_->qp, &wr, 1), 0);
+    EXPECT_EQ(post_send(a_->qp, {&wr, 1}), 0);
     EXPECT_EQ(post_error(a_->qp), StatusCode::not_connected) << "RTR";
 }
 
@@ -220,8 +220,7 @@ TEST_F(SeedSemantics, AFullQueueIsRefusedAsNoResources) {
     for (SendWr& wr : wrs) {
         wr.flags = send_defer;
     }
-    const std::uint16_t taken =
-        post_send(a_->qp, wrs.data(), static_cast<std::uint16_t>(wrs.size()));
+    const std::uint16_t taken = post_send(a_->qp, wrs);
     EXPECT_GE(taken, kSendWr);
     EXPECT_LT(taken, wrs.size());
     EXPECT_EQ(post_error(a_->qp), StatusCode::no_resources);
@@ -231,8 +230,7 @@ TEST_F(SeedSemantics, AFullQueueIsRefusedAsNoResources) {
         recv.num_sge = 1;
         recv.sge = {b_->addr(), 64, b_->mr.lkey()};
     }
-    const std::uint16_t received =
-        post_recv(b_->qp, recvs.data(), static_cast<std::uint16_t>(recvs.size()));
+    const std::uint16_t received = post_recv(b_->qp, recvs);
     EXPECT_LT(received, recvs.size());
     EXPECT_EQ(post_error(b_->qp), StatusCode::no_resources);
 }
@@ -242,7 +240,7 @@ TEST_F(SeedSemantics, AnInvalidRequestIsRefusedAsInvalidParameter) {
     SendWr bad_opcode = good;
     bad_opcode.opcode = static_cast<WrOpcode>(200);
     const SendWr both[] = {good, bad_opcode};
-    EXPECT_EQ(post_send(a_->qp, both, 2), 1) << "the WR before the bad one is taken";
+    EXPECT_EQ(post_send(a_->qp, {both, 2}), 1) << "the WR before the bad one is taken";
     EXPECT_EQ(post_error(a_->qp), StatusCode::invalid_parameter) << "not an opcode";
 
     std::array<Sge, kMaxSge + 1> sges{};
@@ -250,22 +248,22 @@ TEST_F(SeedSemantics, AnInvalidRequestIsRefusedAsInvalidParameter) {
     SendWr too_many = good;
     too_many.num_sge = kMaxSge + 1;
     too_many.sg_list = sges.data();
-    EXPECT_EQ(post_send(a_->qp, &too_many, 1), 0);
+    EXPECT_EQ(post_send(a_->qp, {&too_many, 1}), 0);
     EXPECT_EQ(post_error(a_->qp), StatusCode::invalid_parameter) << "more SGEs than max_send_sge";
 
     SendWr too_long = good;
     too_long.flags = send_signaled | send_inline;
     too_long.sge.length = kMaxInline + 1;
-    EXPECT_EQ(post_send(a_->qp, &too_long, 1), 0);
+    EXPECT_EQ(post_send(a_->qp, {&too_long, 1}), 0);
     EXPECT_EQ(post_error(a_->qp), StatusCode::invalid_parameter) << "inline beyond the limit";
 
     RecvWr recv;
     recv.num_sge = kMaxSge + 1;
     recv.sg_list = sges.data();
-    EXPECT_EQ(post_recv(a_->qp, &recv, 1), 0);
+    EXPECT_EQ(post_recv(a_->qp, {&recv, 1}), 0);
     EXPECT_EQ(post_error(a_->qp), StatusCode::invalid_parameter) << "more SGEs than max_recv_sge";
 
-    EXPECT_EQ(post_send(a_->qp, &good, 1), 1);
+    EXPECT_EQ(post_send(a_->qp, {&good, 1}), 1);
     EXPECT_EQ(post_error(a_->qp), StatusCode::ok);
     const auto done = wait(*a_, 2);
     ASSERT_EQ(done.size(), 2U);
@@ -336,7 +334,7 @@ TEST_F(SeedSemantics, TheReservedLkeyWorksInWorkRequests) {
 
     SendWr write = write_to_b(0, 3000);
     write.sge = {reinterpret_cast<std::uint64_t>(src), 3000, lkey_a};
-    ASSERT_EQ(post_send(a_->qp, &write, 1), 1) << status_name(post_error(a_->qp));
+    ASSERT_EQ(post_send(a_->qp, {&write, 1}), 1) << status_name(post_error(a_->qp));
     auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
@@ -346,11 +344,11 @@ TEST_F(SeedSemantics, TheReservedLkeyWorksInWorkRequests) {
     recv.wr_id = 3;
     recv.num_sge = 1;
     recv.sge = {reinterpret_cast<std::uint64_t>(sink->data()), 8192, lkey_b};
-    ASSERT_EQ(post_recv(b_->qp, &recv, 1), 1);
+    ASSERT_EQ(post_recv(b_->qp, {&recv, 1}), 1);
     SendWr send = write;
     send.opcode = WrOpcode::send;
     send.sge = {reinterpret_cast<std::uint64_t>(src) + 100, 5000, lkey_a};
-    ASSERT_EQ(post_send(a_->qp, &send, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&send, 1}), 1);
     done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
@@ -371,7 +369,7 @@ TEST_F(SeedSemantics, ADeferredFastRegistersKeyIsReadableAndUsableOnReturn) {
     const mem::MemoryKey key = mem::next_key(region->lkey());
     SendWr reg = fast_reg(region->get(), key, &page);
     reg.flags = send_signaled | send_defer;
-    ASSERT_EQ(post_send(b_->qp, &reg, 1), 1);
+    ASSERT_EQ(post_send(b_->qp, {&reg, 1}), 1);
     const mem::MemoryKey token = region->rkey(); // seed 001: available once the call returns
     EXPECT_EQ(token, key);
 
@@ -380,7 +378,7 @@ TEST_F(SeedSemantics, ADeferredFastRegistersKeyIsReadableAndUsableOnReturn) {
     SendWr write = write_to_b(0, 512);
     write.rdma.remote_addr = 0x40000 + 1024;
     write.rdma.rkey = token;
-    ASSERT_EQ(post_send(a_->qp, &write, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&write, 1}), 1);
     const auto written = wait(*a_, 1);
     ASSERT_EQ(written.size(), 1U);
     EXPECT_EQ(written[0].status, WcStatus::success) << wc_status_name(written[0].status);
@@ -410,16 +408,16 @@ TEST_F(SeedSemantics, AFastRegistersKeyOpensNothingBeforeTheFastRegExecutes) {
     held.sge = {b_->addr(), 64, b_->mr.lkey()};
     held.rdma.remote_addr = a_->addr();
     held.rdma.rkey = a_->mr.rkey();
-    ASSERT_EQ(post_send(b_->qp, &held, 1), 1);
+    ASSERT_EQ(post_send(b_->qp, {&held, 1}), 1);
     SendWr reg = fast_reg(region->get(), key, &page);
     reg.flags = send_signaled | send_defer;
-    ASSERT_EQ(post_send(b_->qp, &reg, 1), 1);
+    ASSERT_EQ(post_send(b_->qp, {&reg, 1}), 1);
 
     std::memset(a_->data(), 0x5a, 512);
     SendWr write = write_to_b(0, 512);
     write.rdma.remote_addr = 0x40000 + 1024;
     write.rdma.rkey = key;
-    ASSERT_EQ(post_send(a_->qp, &write, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&write, 1}), 1);
     const auto written = wait(*a_, 1);
     ASSERT_EQ(written.size(), 1U);
     EXPECT_EQ(written[0].status, WcStatus::remote_access_error)
@@ -453,7 +451,7 @@ protected:
     WcStatus write_through_bound_region() {
         SendWr wr = write_to_b(kOffset, kLength);
         wr.rdma.rkey = bound_.rkey();
-        if (post_send(a_->qp, &wr, 1) != 1) {
+        if (post_send(a_->qp, {&wr, 1}) != 1) {
             ADD_FAILURE() << "post refused: " << status_name(post_error(a_->qp));
             return WcStatus::general_error;
         }
@@ -531,7 +529,7 @@ TEST_F(ConnectionRegion, ItsLkeyFailsLocallyOnceTheConnectionEnds) {
     wr.sge = {b_->addr() + kOffset, 64, bound_.lkey()};
     wr.rdma.remote_addr = a_->addr();
     wr.rdma.rkey = a_->mr.rkey();
-    ASSERT_EQ(post_send(b_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(b_->qp, {&wr, 1}), 1);
     const auto done = wait(*b_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::local_protection_error) << wc_status_name(done[0].status);
@@ -542,7 +540,7 @@ TEST_F(ConnectionRegion, ItCannotBeRegisteredOnAQpTheEngineMovedToError) {
     // has not been told, yet a region for the ended connection must not be made.
     SendWr wr = write_to_b(0, 64);
     wr.rdma.remote_addr = b_->addr() + kBufferSize;
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     const auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     ASSERT_EQ(done[0].status, WcStatus::remote_access_error);
@@ -563,7 +561,7 @@ TEST_F(ConnectionRegion, AWriteOnlyRegionIsNotReadableByThePeer) {
     read.sge = {a_->addr(), 64, a_->mr.lkey()};
     read.rdma.remote_addr = b_->addr();
     read.rdma.rkey = write_only->rkey();
-    ASSERT_EQ(post_send(a_->qp, &read, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&read, 1}), 1);
     const auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::remote_access_error) << wc_status_name(done[0].status);
@@ -621,7 +619,7 @@ TEST_F(SeedSemantics, AVirtualRegionInPiecesTakesAWriteAcrossThem) {
     SendWr wr = write_to_b(0, 9216);
     wr.rdma.remote_addr = pieces[0].va;
     wr.rdma.rkey = region->rkey();
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     const auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     ASSERT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
@@ -653,7 +651,7 @@ TEST_F(SeedSemantics, ARegistrationCacheOnThePdServesThePeersWrite) {
         std::memset(a_->data() + 512 * 1024, 0x6b, 8192);
         SendWr wr = write_to_b(512 * 1024, 8192);
         wr.rdma.rkey = held->rkey();
-        ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+        ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
         const auto done = wait(*a_, 1);
         ASSERT_EQ(done.size(), 1U);
         EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
@@ -731,7 +729,7 @@ TEST_F(SeedSemantics, ConnectGoesOnFromWhereTheQpIsAndRefusesError) {
     ASSERT_TRUE(b_->qp.connect(descriptor_of(*a_)).ok());
     std::memset(a_->data(), 0x33, 256);
     const SendWr wr = write_to_b(0, 256);
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     const auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
@@ -759,7 +757,7 @@ TEST_P(ReadFence, AFencedWriteCarriesWhatTheReadBrought) {
     wrs[1].wr_id = 2;
     wrs[1].flags = static_cast<std::uint16_t>(send_signaled | GetParam());
     wrs[1].rdma.remote_addr = b_->addr() + 256 * 1024;
-    ASSERT_EQ(post_send(a_->qp, wrs.data(), 2), 2);
+    ASSERT_EQ(post_send(a_->qp, {wrs.data(), 2}), 2);
     const auto done = wait(*a_, 2);
     ASSERT_EQ(done.size(), 2U);
     EXPECT_EQ(done[1].status, WcStatus::success);
@@ -776,7 +774,7 @@ TEST_F(SeedSemantics, AnUnsignaledWrThatFailsStillCompletes) {
     wr.wr_id = 77;
     wr.flags = 0;                     // unsignaled
     wr.rdma.rkey = b_->mr.rkey() + 1; // a stale variant of b's key
-    ASSERT_EQ(post_send(a_->qp, &wr, 1), 1);
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     const auto done = wait(*a_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].wr_id, 77U);
@@ -799,12 +797,12 @@ TEST_P(FastRegRules, TheCompletionNamesTheRuleBroken) {
     // A successful FAST_REG first, for the rules about registering again.
     if (rule == FastRegVendorError::still_valid ||
         rule == FastRegVendorError::variant_not_changed) {
-        ASSERT_EQ(post_send(b_->qp, &reg, 1), 1);
+        ASSERT_EQ(post_send(b_->qp, {&reg, 1}), 1);
         if (rule == FastRegVendorError::variant_not_changed) {
             SendWr inv;
             inv.opcode = WrOpcode::local_inv;
             inv.local_inv.key = key;
-            ASSERT_EQ(post_send(b_->qp, &inv, 1), 1);
+            ASSERT_EQ(post_send(b_->qp, {&inv, 1}), 1);
         } else {
             reg.fast_reg.key = mem::next_key(key);
         }
@@ -873,7 +871,7 @@ TEST_P(FastRegRules, TheCompletionNamesTheRuleBroken) {
     default:
         break; // still_valid, variant_not_changed: set up above
     }
-    ASSERT_EQ(post_send(b_->qp, &reg, 1), 1);
+    ASSERT_EQ(post_send(b_->qp, {&reg, 1}), 1);
     const auto done = wait(*b_, 1);
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].opcode, WcOpcode::fast_reg);

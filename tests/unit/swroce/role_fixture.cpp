@@ -234,13 +234,13 @@ void RoleTest::post_receive(std::uint64_t wr_id, std::size_t local_off, std::uin
     wr.wr_id = wr_id;
     wr.num_sge = 1;
     wr.sge = {local_va(local_off), length, local_lkey()};
-    ASSERT_EQ(rdma::post_recv(qp_, &wr, 1), 1);
+    ASSERT_EQ(rdma::post_recv(qp_, {&wr, 1}), 1);
 }
 
 void RoleTest::post_deferred(const rdma::SendWr& posted) {
     rdma::SendWr wr = posted;
     wr.flags |= rdma::send_defer;
-    ASSERT_EQ(rdma::post_send(qp_, &wr, 1), 1);
+    ASSERT_EQ(rdma::post_send(qp_, {&wr, 1}), 1);
 }
 
 rdma::SendWr RoleTest::write_wr(std::uint64_t wr_id, std::size_t local_off, std::uint32_t length,
