@@ -314,11 +314,12 @@ Result<driver::Device*> registering_device(const PdObject* pd) {
     return dev;
 }
 
-// The Result form of a registration from its Status form (`make` fills a handle).
-template <typename Make>
-Result<MemoryRegionHandle> region_or_error(Make make) {
-    MemoryRegionHandle handle;
-    if (Status status = make(handle); !status.ok()) {
+// A handle from what fills it (`make`): the object, ready or pending, or the error. Only a call
+// with a request id may pend.
+template <typename Handle, typename Make>
+Result<Handle> handle_or_error(Make make) {
+    Handle handle;
+    if (Status status = make(handle); !status.ok() && status.code() != StatusCode::pending) {
         return status.error();
     }
     return handle;
@@ -462,21 +463,14 @@ Result<ProtectionDomain> Context::alloc_pd() {
     return ProtectionDomain(pd.release());
 }
 
-Result<CompletionQueue> Context::create_cq(std::uint32_t cqe, std::uint16_t queue_group) {
-    CompletionQueue cq;
-    if (Status status = make_cq(cq, cqe, queue_group, 0, false); !status.ok()) {
-        return status.error();
-    }
-    return cq;
-}
-
-Status Context::create_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t queue_group,
-                          std::uint64_t request_id) {
-    return make_cq(out, cqe, queue_group, request_id, true);
+Result<CompletionQueue> Context::create_cq(std::uint32_t cqe, std::uint16_t queue_group,
+                                           std::uint64_t request_id) {
+    return handle_or_error<CompletionQueue>(
+        [&](CompletionQueue& cq) { return make_cq(cq, cqe, queue_group, request_id); });
 }
 
 Status Context::make_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t queue_group,
-                        std::uint64_t request_id, bool may_pend) {
+                        std::uint64_t request_id) {
     if (!state_) {
         return detail::context_closed_error();
     }
@@ -498,7 +492,8 @@ Status Context::make_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t q
     cq->context = state_;
     cq->cqe = cqe;
     cq->queue_group = queue_group;
-    const driver::ControlToken token = state_->token(request_id, ControlOp::create_cq, 0, may_pend);
+    const driver::ControlToken token =
+        state_->token(request_id, ControlOp::create_cq, 0, request_id != 0);
     detail::track(*state_, token, cq.get());
     void* driver_cq = nullptr;
     Status status =
@@ -517,20 +512,11 @@ Status Context::make_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t q
     return status;
 }
 
-Result<QueuePair> Context::create_qp(const QpInitAttr& init) {
-    QueuePair qp;
-    if (Status status = make_qp(qp, init, 0, false); !status.ok()) {
-        return status.error();
-    }
-    return qp;
+Result<QueuePair> Context::create_qp(const QpInitAttr& init, std::uint64_t request_id) {
+    return handle_or_error<QueuePair>([&](QueuePair& qp) { return make_qp(qp, init, request_id); });
 }
 
-Status Context::create_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t request_id) {
-    return make_qp(out, init, request_id, true);
-}
-
-Status Context::make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t request_id,
-                        bool may_pend) {
+Status Context::make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t request_id) {
     if (!state_) {
         return detail::context_closed_error();
     }
@@ -568,7 +554,8 @@ Status Context::make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t re
     qp_init.caps = caps;
     qp_init.signal_all = init.signal_all;
     auto qp = std::make_unique<QpObject>();
-    const driver::ControlToken token = state_->token(request_id, ControlOp::create_qp, 0, may_pend);
+    const driver::ControlToken token =
+        state_->token(request_id, ControlOp::create_qp, 0, request_id != 0);
     detail::track(*state_, token, qp.get());
     driver::QpCreated created;
     Status status = dev->config.ops->create_qp(*dev, qp_init, token, created);
@@ -642,12 +629,12 @@ Status ProtectionDomain::destroy() {
 }
 
 Status ProtectionDomain::adopt(Result<mem::MemoryRegion*> region, std::uint64_t request_id,
-                               bool may_pend, MemoryRegionHandle& out) {
-    return adopt(*pd_, std::move(region), request_id, may_pend, out);
+                               MemoryRegionHandle& out) {
+    return adopt(*pd_, std::move(region), request_id, out);
 }
 
 Status ProtectionDomain::adopt(PdObject& pd, Result<mem::MemoryRegion*> region,
-                               std::uint64_t request_id, bool may_pend, MemoryRegionHandle& out) {
+                               std::uint64_t request_id, MemoryRegionHandle& out) {
     if (!region) {
         return region.error();
     }
@@ -663,7 +650,7 @@ Status ProtectionDomain::adopt(PdObject& pd, Result<mem::MemoryRegion*> region,
     if (dev != nullptr && dev->config.ops->register_mr != nullptr &&
         region.value()->references() == 1) {
         const driver::ControlToken token =
-            context.token(request_id, ControlOp::register_mr, 0, may_pend);
+            context.token(request_id, ControlOp::register_mr, 0, request_id != 0);
         detail::track(context, token, mr.get());
         Status status = dev->config.ops->register_mr(*dev, *region.value(), token);
         if (status.code() == StatusCode::pending) {
@@ -685,7 +672,7 @@ Status ProtectionDomain::adopt(PdObject& pd, Result<mem::MemoryRegion*> region,
 
 Status ProtectionDomain::register_pages(MemoryRegionHandle& out, const void* addr,
                                         std::size_t length, AccessFlags access,
-                                        std::uint64_t request_id, bool may_pend) {
+                                        std::uint64_t request_id) {
     auto device = registering_device(pd_);
     if (!device) {
         return device.error();
@@ -696,26 +683,20 @@ Status ProtectionDomain::register_pages(MemoryRegionHandle& out, const void* add
     if (error != mem::PageListError::ok) {
         return mem::page_list_error(error, "register_memory");
     }
-    return adopt(dev->registry->register_pages(pd_->id, pages, access), request_id, may_pend, out);
+    return adopt(dev->registry->register_pages(pd_->id, pages, access), request_id, out);
 }
 
 Result<MemoryRegionHandle> ProtectionDomain::register_memory(const void* addr, std::size_t length,
-                                                             AccessFlags access) {
-    return region_or_error([&](MemoryRegionHandle& handle) {
-        return register_pages(handle, addr, length, access, 0, false);
+                                                             AccessFlags access,
+                                                             std::uint64_t request_id) {
+    return handle_or_error<MemoryRegionHandle>([&](MemoryRegionHandle& handle) {
+        return register_pages(handle, addr, length, access, request_id);
     });
-}
-
-Status ProtectionDomain::register_memory(MemoryRegionHandle& out, const void* addr,
-                                         std::size_t length, AccessFlags access,
-                                         std::uint64_t request_id) {
-    return register_pages(out, addr, length, access, request_id, true);
 }
 
 Status ProtectionDomain::connection_region(MemoryRegionHandle& out, const QueuePair& qp,
                                            const void* addr, std::size_t length,
-                                           mem::WspAccess access, std::uint64_t request_id,
-                                           bool may_pend) {
+                                           mem::WspAccess access, std::uint64_t request_id) {
     if (pd_ == nullptr || !qp) {
         return Error(StatusCode::invalid_parameter, "the PD or the QP is not allocated");
     }
@@ -749,119 +730,88 @@ Status ProtectionDomain::connection_region(MemoryRegionHandle& out, const QueueP
     }
     return adopt(dev->registry->register_pages(pd_->id, pages, mem::access_from_wsp(access),
                                                mem::RegionKind::virtual_range, connection),
-                 request_id, may_pend, out);
+                 request_id, out);
 }
 
-Result<MemoryRegionHandle> ProtectionDomain::register_for_connection(const QueuePair& qp,
-                                                                     const void* addr,
-                                                                     std::size_t length,
-                                                                     mem::WspAccess access) {
-    return region_or_error([&](MemoryRegionHandle& handle) {
-        return connection_region(handle, qp, addr, length, access, 0, false);
+Result<MemoryRegionHandle>
+ProtectionDomain::register_for_connection(const QueuePair& qp, const void* addr, std::size_t length,
+                                          mem::WspAccess access, std::uint64_t request_id) {
+    return handle_or_error<MemoryRegionHandle>([&](MemoryRegionHandle& handle) {
+        return connection_region(handle, qp, addr, length, access, request_id);
     });
-}
-
-Status ProtectionDomain::register_for_connection(MemoryRegionHandle& out, const QueuePair& qp,
-                                                 const void* addr, std::size_t length,
-                                                 mem::WspAccess access, std::uint64_t request_id) {
-    return connection_region(out, qp, addr, length, access, request_id, true);
 }
 
 Status ProtectionDomain::sgl_region(MemoryRegionHandle& out, std::span<const mem::SglElement> sgl,
                                     unsigned page_shift, AccessFlags access,
-                                    std::uint64_t request_id, bool may_pend) {
+                                    std::uint64_t request_id) {
     auto device = registering_device(pd_);
     if (!device) {
         return device.error();
     }
     driver::Device* dev = device.value();
-    return adopt(dev->registry->register_sgl(pd_->id, sgl, page_shift, access), request_id,
-                 may_pend, out);
+    return adopt(dev->registry->register_sgl(pd_->id, sgl, page_shift, access), request_id, out);
 }
 
 Result<MemoryRegionHandle> ProtectionDomain::register_sgl(std::span<const mem::SglElement> sgl,
-                                                          unsigned page_shift, AccessFlags access) {
-    return region_or_error([&](MemoryRegionHandle& handle) {
-        return sgl_region(handle, sgl, page_shift, access, 0, false);
+                                                          unsigned page_shift, AccessFlags access,
+                                                          std::uint64_t request_id) {
+    return handle_or_error<MemoryRegionHandle>([&](MemoryRegionHandle& handle) {
+        return sgl_region(handle, sgl, page_shift, access, request_id);
     });
-}
-
-Status ProtectionDomain::register_sgl(MemoryRegionHandle& out, std::span<const mem::SglElement> sgl,
-                                      unsigned page_shift, AccessFlags access,
-                                      std::uint64_t request_id) {
-    return sgl_region(out, sgl, page_shift, access, request_id, true);
 }
 
 Status ProtectionDomain::virtual_region(MemoryRegionHandle& out,
                                         std::span<const mem::VirtualPiece> pieces,
                                         unsigned page_shift, AccessFlags access,
-                                        std::uint64_t request_id, bool may_pend) {
+                                        std::uint64_t request_id) {
     auto device = registering_device(pd_);
     if (!device) {
         return device.error();
     }
     driver::Device* dev = device.value();
     return adopt(dev->registry->register_virtual(pd_->id, pieces, page_shift, access), request_id,
-                 may_pend, out);
+                 out);
 }
 
 Result<MemoryRegionHandle>
 ProtectionDomain::register_virtual(std::span<const mem::VirtualPiece> pieces, unsigned page_shift,
-                                   AccessFlags access) {
-    return region_or_error([&](MemoryRegionHandle& handle) {
-        return virtual_region(handle, pieces, page_shift, access, 0, false);
+                                   AccessFlags access, std::uint64_t request_id) {
+    return handle_or_error<MemoryRegionHandle>([&](MemoryRegionHandle& handle) {
+        return virtual_region(handle, pieces, page_shift, access, request_id);
     });
 }
 
-Status ProtectionDomain::register_virtual(MemoryRegionHandle& out,
-                                          std::span<const mem::VirtualPiece> pieces,
-                                          unsigned page_shift, AccessFlags access,
-                                          std::uint64_t request_id) {
-    return virtual_region(out, pieces, page_shift, access, request_id, true);
-}
-
-Status ProtectionDomain::dma_region(MemoryRegionHandle& out, std::uint64_t request_id,
-                                    bool may_pend) {
+Status ProtectionDomain::dma_region(MemoryRegionHandle& out, std::uint64_t request_id) {
     auto device = registering_device(pd_);
     if (!device) {
         return device.error();
     }
     driver::Device* dev = device.value();
-    return adopt(dev->registry->get_dma_region(pd_->id), request_id, may_pend, out);
+    return adopt(dev->registry->get_dma_region(pd_->id), request_id, out);
 }
 
-Result<MemoryRegionHandle> ProtectionDomain::get_dma_region() {
-    return region_or_error(
-        [&](MemoryRegionHandle& handle) { return dma_region(handle, 0, false); });
-}
-
-Status ProtectionDomain::get_dma_region(MemoryRegionHandle& out, std::uint64_t request_id) {
-    return dma_region(out, request_id, true);
+Result<MemoryRegionHandle> ProtectionDomain::get_dma_region(std::uint64_t request_id) {
+    return handle_or_error<MemoryRegionHandle>(
+        [&](MemoryRegionHandle& handle) { return dma_region(handle, request_id); });
 }
 
 Status ProtectionDomain::alloc_fast_reg(MemoryRegionHandle& out, std::uint32_t max_pages,
-                                        AccessFlags allowed_access, std::uint64_t request_id,
-                                        bool may_pend) {
+                                        AccessFlags allowed_access, std::uint64_t request_id) {
     auto device = registering_device(pd_);
     if (!device) {
         return device.error();
     }
     driver::Device* dev = device.value();
     return adopt(dev->registry->allocate_fast_reg(pd_->id, max_pages, allowed_access), request_id,
-                 may_pend, out);
+                 out);
 }
 
 Result<MemoryRegionHandle> ProtectionDomain::alloc_fast_reg_region(std::uint32_t max_pages,
-                                                                   AccessFlags allowed_access) {
-    return region_or_error([&](MemoryRegionHandle& handle) {
-        return alloc_fast_reg(handle, max_pages, allowed_access, 0, false);
+                                                                   AccessFlags allowed_access,
+                                                                   std::uint64_t request_id) {
+    return handle_or_error<MemoryRegionHandle>([&](MemoryRegionHandle& handle) {
+        return alloc_fast_reg(handle, max_pages, allowed_access, request_id);
     });
-}
-
-Status ProtectionDomain::alloc_fast_reg_region(MemoryRegionHandle& out, std::uint32_t max_pages,
-                                               AccessFlags allowed_access,
-                                               std::uint64_t request_id) {
-    return alloc_fast_reg(out, max_pages, allowed_access, request_id, true);
 }
 
 // ---- MemoryRegionHandle -----------------------------------------------------------------------

@@ -76,7 +76,7 @@ ProtectionDomain::create_registration_cache(const mem::CacheLimits& limits) {
                 pd,
                 dev->registry->register_pages(pd.id, pages, access, mem::RegionKind::virtual_range,
                                               mem::any_connection, /*deduplicate=*/false),
-                0, false, handle);
+                0, handle);
             if (!status.ok()) {
                 return status.error();
             }

@@ -7,21 +7,22 @@
 // of fastpath.hpp. Control calls return a Status; `pending` means the request completes later,
 // reported by Context::poll_control() from the caller's own loop — nothing ever blocks.
 //
-// Pending control requests (seed 003: any request may return pending and complete later):
-// - Every create, destroy, modify, registration and deregistration has a form that takes a
-//   `request_id` and returns a Status: ok (done), pending (accepted; a ControlCompletion with that
-//   request_id, the op and its final status comes out of poll_control later), or an error.
-// - A create that pends still fills its out-handle at once: the handle owns the object from the
-//   start (RAII as usual) but is not ready() until the completion has been polled. Before that,
-//   control calls on it (destroy, modify, using a CQ for a QP, ...) fail busy and say so, and the
-//   fast path must not be used on it. If the creation fails, the completion carries the error and
-//   the handle stays not ready; destroying it then just frees it.
-// - A destroy or deregistration that pends lets go of the handle at once (it becomes empty); the
-//   object keeps counting against its parents and its context (close() says busy) until the
-//   completion arrives. Dropping a handle destroys it the same way, with request_id 0.
-// - The Result<T> forms without a request_id never pend: they do the work now, or fail busy with a
-//   message when the device would have to finish it later (swroce: a queue group that another
-//   thread polls), telling the caller to use the request_id form.
+// Pending control requests (seed 003: any request may return pending and complete later). Every
+// control call has one form; its last parameter is an optional `request_id`:
+// - Creates and registrations return Result<handle>. With request_id 0 (the default) they never
+//   pend: they do the work now, or fail busy with a message when the device would have to finish
+//   it later (swroce: a queue group that another thread polls), telling the caller to pass a
+//   request id. With a request id they may pend: the handle comes back at once and owns the
+//   object from the start (RAII as usual) but is not ready() until a ControlCompletion with that
+//   request_id, the op and its final status has come out of poll_control. Before that, control
+//   calls on it (destroy, modify, using a CQ for a QP, ...) fail busy and say so, and the fast
+//   path must not be used on it. If the creation fails, the completion carries the error and the
+//   handle stays not ready; destroying it then just frees it.
+// - Destroy, deregister and modify return a Status: ok (done), pending (accepted; the completion
+//   comes out of poll_control later), or an error. A destroy or deregistration that pends lets go
+//   of the handle at once (it becomes empty); the object keeps counting against its parents and
+//   its context (close() says busy) until the completion arrives. Dropping a handle destroys it
+//   the same way, with request_id 0.
 // When a device pends is its own business (a hardware device: a firmware command; swroce: an
 // object of a queue group another thread owns, see drivers/rdma/swroce/ENGINE.md "Ownership").
 #pragma once
@@ -151,12 +152,10 @@ public:
     // ibv_reg_mr / IbRegVirtMr on DPDK memory (hugepage or registered external memory).
     // Access, here and on every registration below: remote write or remote atomic without local
     // write is invalid_parameter, as in verbs (the one rule of mem::check_access_rules).
+    // With a request id it may pend (see the top of this file): the handle is ready() once the
+    // completion has been polled; so it is for every registration below.
     Result<MemoryRegionHandle> register_memory(const void* addr, std::size_t length,
-                                               AccessFlags access);
-    // The same, in the form that may pend (see the top of this file): `out` holds the region
-    // from the call on and is ready() once ok is returned or the completion has been polled.
-    Status register_memory(MemoryRegionHandle& out, const void* addr, std::size_t length,
-                           AccessFlags access, std::uint64_t request_id);
+                                               AccessFlags access, std::uint64_t request_id = 0);
     // Seed 002: a region bound to `qp`'s current connection (the one it entered at INIT to RTR).
     // Its keys work only on that QP and only while that connection lasts, remotely (the peer's
     // WRITE, READ, atomic) and locally (an SGE); once the QP goes to ERR or RESET, or is
@@ -165,31 +164,25 @@ public:
     // or RTS (not_connected). The same buffer, access and connection again is the same region
     // with one more reference. `access` takes MEM_READ / MEM_WRITE only (invalid_parameter).
     Result<MemoryRegionHandle> register_for_connection(const QueuePair& qp, const void* addr,
-                                                       std::size_t length, mem::WspAccess access);
-    Status register_for_connection(MemoryRegionHandle& out, const QueuePair& qp, const void* addr,
-                                   std::size_t length, mem::WspAccess access,
-                                   std::uint64_t request_id);
+                                                       std::size_t length, mem::WspAccess access,
+                                                       std::uint64_t request_id = 0);
     // IbRegVirtMr with an MDL chain (seed 000): the region is `pieces` one after another from
     // the first piece's address; only the first piece may start and only the last may end
     // inside a page of 2^page_shift bytes. Every piece must be DPDK memory (or registered
     // external memory) the device can translate.
     Result<MemoryRegionHandle> register_virtual(std::span<const mem::VirtualPiece> pieces,
-                                                unsigned page_shift, AccessFlags access);
-    Status register_virtual(MemoryRegionHandle& out, std::span<const mem::VirtualPiece> pieces,
-                            unsigned page_shift, AccessFlags access, std::uint64_t request_id);
+                                                unsigned page_shift, AccessFlags access,
+                                                std::uint64_t request_id = 0);
     // IbRegScatterGatherMr: an IOVA scatter/gather list.
     Result<MemoryRegionHandle> register_sgl(std::span<const mem::SglElement> sgl,
-                                            unsigned page_shift, AccessFlags access);
-    Status register_sgl(MemoryRegionHandle& out, std::span<const mem::SglElement> sgl,
-                        unsigned page_shift, AccessFlags access, std::uint64_t request_id);
+                                            unsigned page_shift, AccessFlags access,
+                                            std::uint64_t request_id = 0);
     // IbGetDmaMr / reserved L_Key (seed 004).
-    Result<MemoryRegionHandle> get_dma_region();
-    Status get_dma_region(MemoryRegionHandle& out, std::uint64_t request_id);
+    Result<MemoryRegionHandle> get_dma_region(std::uint64_t request_id = 0);
     // A region initialised for FAST_REG work requests (seed 001).
     Result<MemoryRegionHandle> alloc_fast_reg_region(std::uint32_t max_pages,
-                                                     AccessFlags allowed_access);
-    Status alloc_fast_reg_region(MemoryRegionHandle& out, std::uint32_t max_pages,
-                                 AccessFlags allowed_access, std::uint64_t request_id);
+                                                     AccessFlags allowed_access,
+                                                     std::uint64_t request_id = 0);
 
     // A find-or-register cache (mem::RegistrationCache) whose regions are this PD's, registered
     // and deregistered through the device exactly as register_memory's are, and counted against
@@ -208,24 +201,21 @@ private:
     explicit ProtectionDomain(detail::PdObject* pd) : pd_(pd) {}
     // Wraps a new registration in `out`, counts it against this PD and its context, and tells
     // the device (which may pend when `request_id` allows it).
-    Status adopt(Result<mem::MemoryRegion*> region, std::uint64_t request_id, bool may_pend,
+    Status adopt(Result<mem::MemoryRegion*> region, std::uint64_t request_id,
                  MemoryRegionHandle& out);
     static Status adopt(detail::PdObject& pd, Result<mem::MemoryRegion*> region,
-                        std::uint64_t request_id, bool may_pend, MemoryRegionHandle& out);
+                        std::uint64_t request_id, MemoryRegionHandle& out);
     Status virtual_region(MemoryRegionHandle& out, std::span<const mem::VirtualPiece> pieces,
-                          unsigned page_shift, AccessFlags access, std::uint64_t request_id,
-                          bool may_pend);
+                          unsigned page_shift, AccessFlags access, std::uint64_t request_id);
     Status register_pages(MemoryRegionHandle& out, const void* addr, std::size_t length,
-                          AccessFlags access, std::uint64_t request_id, bool may_pend);
+                          AccessFlags access, std::uint64_t request_id);
     Status alloc_fast_reg(MemoryRegionHandle& out, std::uint32_t max_pages,
-                          AccessFlags allowed_access, std::uint64_t request_id, bool may_pend);
+                          AccessFlags allowed_access, std::uint64_t request_id);
     Status connection_region(MemoryRegionHandle& out, const QueuePair& qp, const void* addr,
-                             std::size_t length, mem::WspAccess access, std::uint64_t request_id,
-                             bool may_pend);
+                             std::size_t length, mem::WspAccess access, std::uint64_t request_id);
     Status sgl_region(MemoryRegionHandle& out, std::span<const mem::SglElement> sgl,
-                      unsigned page_shift, AccessFlags access, std::uint64_t request_id,
-                      bool may_pend);
-    Status dma_region(MemoryRegionHandle& out, std::uint64_t request_id, bool may_pend);
+                      unsigned page_shift, AccessFlags access, std::uint64_t request_id);
+    Status dma_region(MemoryRegionHandle& out, std::uint64_t request_id);
     void release() noexcept; // destroy, or hand the PD to its last child
     detail::PdObject* pd_ = nullptr;
 };
@@ -417,14 +407,12 @@ public:
 
     Result<ProtectionDomain> alloc_pd();
     // A CQ belongs to one queue group (one lcore's rx/tx queue pair of the port).
-    Result<CompletionQueue> create_cq(std::uint32_t cqe, std::uint16_t queue_group = 0);
-    // The form that may pend (see the top of this file): `out` holds the CQ from the call on and
-    // is ready() once ok is returned or the completion (ControlOp::create_cq) has been polled.
-    Status create_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t queue_group,
-                     std::uint64_t request_id);
-    Result<QueuePair> create_qp(const QpInitAttr& init);
-    // The form that may pend; the completion (ControlOp::create_qp) carries the QPN.
-    Status create_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t request_id);
+    // With a request id it may pend: the CQ is ready() once the completion
+    // (ControlOp::create_cq) has been polled.
+    Result<CompletionQueue> create_cq(std::uint32_t cqe, std::uint16_t queue_group = 0,
+                                      std::uint64_t request_id = 0);
+    // With a request id it may pend; the completion (ControlOp::create_qp) carries the QPN.
+    Result<QueuePair> create_qp(const QpInitAttr& init, std::uint64_t request_id = 0);
 
     // Drives pending control requests and returns the finished ones; never blocks.
     std::size_t poll_control(std::span<ControlCompletion> out);
@@ -443,8 +431,8 @@ public:
 private:
     explicit Context(std::shared_ptr<detail::ContextState> state);
     Status make_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t queue_group,
-                   std::uint64_t request_id, bool may_pend);
-    Status make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t request_id, bool may_pend);
+                   std::uint64_t request_id);
+    Status make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t request_id);
     // Names what is missing from `init`, or which of its objects belong to another context.
     static Status check_qp_parts(const QpInitAttr& init, const detail::ContextState& context);
     // Shared with every object of the context, so dropping the Context first leaves no object

@@ -491,7 +491,7 @@ TEST_P(Conformance, EveryCallOnAClosedContextFailsCleanly) {
     EXPECT_TRUE(says_closed(error_of(context.alloc_pd())));
     EXPECT_TRUE(says_closed(error_of(context.create_cq(16))));
     CompletionQueue cq;
-    EXPECT_TRUE(says_closed(context.create_cq(cq, 16, 0, 1)));
+    EXPECT_TRUE(says_closed(into(cq, context.create_cq(16, 0, 1))));
     EXPECT_FALSE(cq);
     auto pd = other.alloc_pd();
     auto other_cq = other.create_cq(16);
@@ -502,7 +502,7 @@ TEST_P(Conformance, EveryCallOnAClosedContextFailsCleanly) {
     init.recv_cq = &other_cq.value();
     EXPECT_TRUE(says_closed(error_of(context.create_qp(init))));
     QueuePair qp;
-    EXPECT_TRUE(says_closed(context.create_qp(qp, init, 2)));
+    EXPECT_TRUE(says_closed(into(qp, context.create_qp(init, 2))));
     EXPECT_FALSE(qp);
     EXPECT_TRUE(says_closed(error_of(context.query_stats())));
     EXPECT_TRUE(says_closed(context.close()));
@@ -698,10 +698,10 @@ TEST_P(Conformance, ConnectionBoundRegistrationRefusesInvalidWspFlags) {
         EXPECT_EQ(mr.code(), StatusCode::invalid_parameter);
         EXPECT_NE(mr.error().message().find(words), std::string::npos) << mr.error().message();
         MemoryRegionHandle out;
-        EXPECT_EQ(
-            objects.pd.register_for_connection(out, objects.qp, buffer->data(), 4096, bad(raw), 30)
-                .code(),
-            StatusCode::invalid_parameter);
+        EXPECT_EQ(into(out, objects.pd.register_for_connection(objects.qp, buffer->data(), 4096,
+                                                               bad(raw), 30))
+                      .code(),
+                  StatusCode::invalid_parameter);
         EXPECT_FALSE(out);
     }
     EXPECT_EQ(context.resources().mrs, 0U) << "nothing was registered for a refused call";
@@ -895,14 +895,14 @@ TEST_P(Conformance, PendingFormsCompleteAtOnceWhenNoOtherThreadPolls) {
     auto pd = context.alloc_pd();
     ASSERT_TRUE(pd.ok());
     CompletionQueue cq;
-    ASSERT_TRUE(context.create_cq(cq, 64, 0, 11).ok());
+    ASSERT_TRUE(into(cq, context.create_cq(64, 0, 11)).ok());
     EXPECT_TRUE(cq.ready());
     QpInitAttr init;
     init.pd = &pd.value();
     init.send_cq = &cq;
     init.recv_cq = &cq;
     QueuePair qp;
-    ASSERT_TRUE(context.create_qp(qp, init, 12).ok());
+    ASSERT_TRUE(into(qp, context.create_qp(init, 12)).ok());
     EXPECT_TRUE(qp.ready());
     EXPECT_NE(qp.qpn(), 0U);
     EXPECT_TRUE(qp.modify(init_attr(), init_mask, 13).ok());
@@ -911,30 +911,30 @@ TEST_P(Conformance, PendingFormsCompleteAtOnceWhenNoOtherThreadPolls) {
     auto buffer = mem::DmaBuffer::allocate(8192, 4096);
     ASSERT_TRUE(buffer.ok());
     MemoryRegionHandle mr;
-    ASSERT_TRUE(pd->register_memory(mr, buffer->data(), 8192,
-                                    mem::access_local_write | mem::access_remote_read, 14)
+    ASSERT_TRUE(into(mr, pd->register_memory(buffer->data(), 8192,
+                                             mem::access_local_write | mem::access_remote_read, 14))
                     .ok());
     EXPECT_TRUE(mr.ready());
     EXPECT_NE(mr.lkey(), 0U);
     EXPECT_NE(mr.rkey(), 0U);
     MemoryRegionHandle fast;
-    ASSERT_TRUE(
-        pd->alloc_fast_reg_region(fast, 8, mem::access_local_write | mem::access_remote_write, 15)
-            .ok());
+    ASSERT_TRUE(into(fast, pd->alloc_fast_reg_region(
+                               8, mem::access_local_write | mem::access_remote_write, 15))
+                    .ok());
     EXPECT_TRUE(fast.ready());
     MemoryRegionHandle dma;
-    ASSERT_TRUE(pd->get_dma_region(dma, 20).ok());
+    ASSERT_TRUE(into(dma, pd->get_dma_region(20)).ok());
     EXPECT_TRUE(dma.ready());
     EXPECT_NE(dma.lkey(), 0U);
     MemoryRegionHandle sgl;
     const mem::SglElement elements[] = {{buffer->iova(), 8192}};
-    ASSERT_TRUE(pd->register_sgl(sgl, elements, 12, mem::access_local_write, 21).ok());
+    ASSERT_TRUE(into(sgl, pd->register_sgl(elements, 12, mem::access_local_write, 21)).ok());
     EXPECT_TRUE(sgl.ready());
     MemoryRegionHandle bound;
-    EXPECT_EQ(
-        pd->register_for_connection(bound, qp, buffer->data(), 4096, mem::WspAccess::read_write, 22)
-            .code(),
-        StatusCode::not_connected)
+    EXPECT_EQ(into(bound, pd->register_for_connection(qp, buffer->data(), 4096,
+                                                      mem::WspAccess::read_write, 22))
+                  .code(),
+              StatusCode::not_connected)
         << "the QP is only in INIT";
     EXPECT_FALSE(bound);
     EXPECT_EQ(context.resources().total(), 7U);
@@ -969,7 +969,7 @@ TEST_P(Conformance, CreateModifyDestroyOnAGroupAnotherThreadPolls) {
     }
 
     CompletionQueue cq;
-    Status status = context.create_cq(cq, 64, 0, 21);
+    Status status = into(cq, context.create_cq(64, 0, 21));
     EXPECT_TRUE(cq) << "the handle holds the CQ from the call on";
     if (status.code() == StatusCode::pending) {
         EXPECT_FALSE(cq.ready());
@@ -979,7 +979,7 @@ TEST_P(Conformance, CreateModifyDestroyOnAGroupAnotherThreadPolls) {
         early.send_cq = &cq;
         early.recv_cq = &cq;
         QueuePair too_early;
-        const Status refused = context.create_qp(too_early, early, 99);
+        const Status refused = into(too_early, context.create_qp(early, 99));
         ASSERT_EQ(refused.code(), StatusCode::busy) << "a QP needs a ready CQ";
         EXPECT_NE(refused.error().message().find("pending"), std::string::npos)
             << refused.error().message();
@@ -993,7 +993,7 @@ TEST_P(Conformance, CreateModifyDestroyOnAGroupAnotherThreadPolls) {
     init.send_cq = &cq;
     init.recv_cq = &cq;
     QueuePair qp;
-    status = context.create_qp(qp, init, 22);
+    status = into(qp, context.create_qp(init, 22));
     if (status.code() == StatusCode::pending) {
         EXPECT_FALSE(qp.ready());
         EXPECT_EQ(qp.modify(init_attr(), init_mask).code(), StatusCode::busy);
@@ -1050,7 +1050,7 @@ TEST_P(Conformance, RegistrationWhileAnotherThreadPollsTheDevice) {
 
     // Registration may finish at once (swroce publishes the key from the control thread).
     MemoryRegionHandle mr;
-    Status status = pd->register_memory(mr, buffer->data(), 8192, access, 31);
+    Status status = into(mr, pd->register_memory(buffer->data(), 8192, access, 31));
     ASSERT_TRUE(completes(context, peer, status, 31, ControlOp::register_mr, false));
     ASSERT_TRUE(mr.ready());
     EXPECT_NE(mr.rkey(), 0U);
@@ -1077,7 +1077,7 @@ TEST_P(Conformance, RegistrationWhileAnotherThreadPollsTheDevice) {
 
     // A FAST_REG region, and a handle dropped instead of deregistered: request_id 0.
     MemoryRegionHandle fast;
-    status = pd->alloc_fast_reg_region(fast, 8, mem::access_local_write, 33);
+    status = into(fast, pd->alloc_fast_reg_region(8, mem::access_local_write, 33));
     ASSERT_TRUE(completes(context, peer, status, 33, ControlOp::register_mr, false));
     ASSERT_TRUE(fast.ready());
     fast = MemoryRegionHandle{};
@@ -1101,7 +1101,7 @@ TEST_P(Conformance, AHandleDroppedWhileItsCreationPendsIsDestroyedLater) {
         GTEST_SKIP() << "this driver does not pend creates";
     }
     CompletionQueue cq;
-    ASSERT_EQ(context.create_cq(cq, 32, 0, 41).code(), StatusCode::pending);
+    ASSERT_EQ(into(cq, context.create_cq(32, 0, 41)).code(), StatusCode::pending);
     cq = CompletionQueue{};
     EXPECT_EQ(context.resources().cqs, 2U) << "still there until created and destroyed";
     ASSERT_TRUE(completes(context, peer, Error(StatusCode::pending, "create"), 41,
@@ -1115,7 +1115,7 @@ TEST_P(Conformance, AHandleDroppedWhileItsCreationPendsIsDestroyedLater) {
     init.send_cq = &owner.cq();
     init.recv_cq = &owner.cq();
     QueuePair qp;
-    ASSERT_EQ(context.create_qp(qp, init, 42).code(), StatusCode::pending);
+    ASSERT_EQ(into(qp, context.create_qp(init, 42)).code(), StatusCode::pending);
     qp = QueuePair{};
     ASSERT_TRUE(completes(context, peer, Error(StatusCode::pending, "create"), 42,
                           ControlOp::create_qp, true));
@@ -1130,7 +1130,7 @@ TEST_P(Conformance, PendingRequestsFailWhenTheDeviceIsRemoved) {
     Context context = open(pair_->a());
     GroupOwner owner(std::move(context.create_cq(64, 0).value()));
     CompletionQueue cq;
-    const Status status = context.create_cq(cq, 16, 0, 51);
+    const Status status = into(cq, context.create_cq(16, 0, 51));
     if (status.code() != StatusCode::pending) {
         GTEST_SKIP() << "this driver created the CQ at once";
     }
@@ -1290,8 +1290,8 @@ TEST_P(Conformance, QpFatalFromAGroupAnotherThreadPolls) {
     init.send_cq = &owner.cq();
     init.recv_cq = &owner.cq();
     QueuePair qp;
-    ASSERT_TRUE(
-        completes(context, peer, context.create_qp(qp, init, 61), 61, ControlOp::create_qp, pends));
+    ASSERT_TRUE(completes(context, peer, into(qp, context.create_qp(init, 61)), 61,
+                          ControlOp::create_qp, pends));
     ASSERT_TRUE(completes(context, peer, qp.modify(init_attr(), init_mask, 62), 62,
                           ControlOp::modify_qp, pends));
     QpAttr rtr = rtr_attr(pair_->gid_b(), 0xabcde);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <prdma/rdmadev/rdmadev.hpp>
 
@@ -44,5 +45,20 @@ struct PairOptions {
 
 // One factory per driver, each in its own file.
 DriverFactory swroce_factory(PairOptions options = {});
+
+// Moves a created handle into `out` and says how the call went, as a Status: ok when the handle is
+// ready, pending when it waits for its control completion, or the error. Tests of pending requests
+// read more easily this way than through Result and ready().
+template <typename Handle>
+Status into(Handle& out, Result<Handle> made) {
+    if (!made.ok()) {
+        return made.error();
+    }
+    out = std::move(made.value());
+    if (!out.ready()) {
+        return Error(StatusCode::pending, "waits for its control completion");
+    }
+    return {};
+}
 
 } // namespace prdma::rdma::conformance

@@ -1461,7 +1461,7 @@ TEST_F(QueueGroupEngineTest, AQpMadeThroughTheOwnerCarriesTrafficSteeredByQpn) {
     init.send_cq = &b_->cq;
     init.recv_cq = &b_->cq;
     QueuePair qp;
-    ASSERT_NO_FATAL_FAILURE(finish(b_->context.create_qp(qp, init, 1), 1));
+    ASSERT_NO_FATAL_FAILURE(finish(conformance::into(qp, b_->context.create_qp(init, 1)), 1));
     ASSERT_TRUE(qp.ready());
     // a's end, on a's group 0 (the main thread's); its CQ holds every completion a coalesced ACK
     // can bring at once.
