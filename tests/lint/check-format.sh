@@ -8,7 +8,7 @@ cd "$root"
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   mapfile -t files < <(git ls-files --cached --others --exclude-standard -- '*.cpp' '*.hpp' '*.h' '*.cc')
 else
-  mapfile -t files < <(find lib drivers apps bench tests include -name '*.cpp' -o -name '*.hpp')
+  mapfile -t files < <(find lib drivers apps examples bench tests include -name '*.cpp' -o -name '*.hpp')
 fi
 bad=()
 for f in "${files[@]}"; do

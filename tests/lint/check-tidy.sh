@@ -7,9 +7,9 @@ build=$2
 clang_tidy=${3:-clang-tidy}
 cd "$root"
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  mapfile -t files < <(git ls-files --cached --others --exclude-standard -- 'lib/*.cpp' 'drivers/*.cpp' 'apps/*.cpp')
+  mapfile -t files < <(git ls-files --cached --others --exclude-standard -- 'lib/*.cpp' 'drivers/*.cpp' 'apps/*.cpp' 'examples/*.cpp')
 else
-  mapfile -t files < <(find lib drivers apps -name '*.cpp')
+  mapfile -t files < <(find lib drivers apps examples -name '*.cpp')
 fi
 [ ${#files[@]} -gt 0 ] || { echo "clang-tidy: no sources"; exit 0; }
 log=$(mktemp)
