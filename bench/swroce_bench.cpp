@@ -76,35 +76,17 @@ Result<Side> make_side(DeviceId device) {
 }
 
 Status connect(Side& local, const Side& remote, const Gid& remote_gid) {
-    QpAttr init;
-    init.state = QpState::init;
-    init.port = 1;
-    init.access = mem::access_remote_write | mem::access_remote_read;
-    if (Status s = local.qp.modify(init, qp_attr_state | qp_attr_port | qp_attr_access_flags);
-        !s.ok()) {
-        return s;
-    }
-    QpAttr rtr;
-    rtr.state = QpState::rtr;
-    rtr.path_mtu = Mtu::mtu_1024;
-    rtr.dest_gid = remote_gid;
-    rtr.dest_mac = remote.mac; // no ARP in a benchmark
-    rtr.dest_qpn = remote.qp.qpn();
-    rtr.rq_psn = 100;
-    rtr.max_dest_rd_atomic = 16;
-    rtr.min_rnr_timer = 1;
-    if (Status s = local.qp.modify(rtr, qp_attr_state | qp_attr_path_mtu | qp_attr_dest |
-                                            qp_attr_dest_qpn | qp_attr_rq_psn |
-                                            qp_attr_max_dest_rd_atomic | qp_attr_min_rnr_timer);
-        !s.ok()) {
-        return s;
-    }
-    QpAttr rts;
-    rts.state = QpState::rts;
-    rts.sq_psn = 100;
-    rts.max_rd_atomic = 16;
-    return local.qp.modify(rts, qp_attr_state | qp_attr_sq_psn | qp_attr_timeout |
-                                    qp_attr_retry_cnt | qp_attr_rnr_retry | qp_attr_max_rd_atomic);
+    ConnectionDescriptor peer;
+    peer.qpn = remote.qp.qpn();
+    peer.psn = 100;
+    peer.gid = remote_gid;
+    std::memcpy(peer.mac, remote.mac.data(), sizeof(peer.mac)); // no ARP in a benchmark
+    ConnectOptions options;
+    options.max_rd_atomic = 16;
+    options.max_dest_rd_atomic = 16;
+    options.min_rnr_timer = 1;
+    options.sq_psn = 100;
+    return local.qp.connect(peer, options);
 }
 
 // EAL, the ring ports, both devices and a connected QP pair, made once for every benchmark.

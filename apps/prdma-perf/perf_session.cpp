@@ -172,65 +172,50 @@ std::vector<KeyMessage> PerfSession::local_keys(const PortInfo& port) const {
 Status PerfSession::connect(const std::vector<KeyMessage>& mine,
                             const std::vector<KeyMessage>& theirs, rdma::Mtu mtu) {
     for (unsigned i = 0; i < qps_.size(); ++i) {
-        rdma::QueuePair& qp = qps_[i];
-        rdma::QpAttr init;
-        init.state = rdma::QpState::init;
-        init.port = 1;
-        init.access =
-            mem::access_remote_write | mem::access_remote_read | mem::access_remote_atomic;
-        if (Status st = qp.modify(init, rdma::qp_attr_state | rdma::qp_attr_port |
-                                            rdma::qp_attr_access_flags);
-            !st.ok()) {
-            return Error(st.error().code(), "QP to INIT: " + st.error().message());
-        }
-        rdma::QpAttr rtr;
-        rtr.state = rdma::QpState::rtr;
-        rtr.path_mtu = mtu;
-        rtr.dest_gid = theirs[i].gid; // no MAC: the device resolves it (ARP for RoCEv2/IPv4)
-        rtr.dest_qpn = theirs[i].qpn;
-        rtr.rq_psn = theirs[i].psn;
-        rtr.max_dest_rd_atomic = static_cast<std::uint8_t>(mine[i].out_reads);
-        rtr.min_rnr_timer = 12;
-        const std::uint64_t request = 0x5254520000ULL + i; // "RTR" + QP index
-        Status st = qp.modify(rtr,
-                              rdma::qp_attr_state | rdma::qp_attr_path_mtu | rdma::qp_attr_dest |
-                                  rdma::qp_attr_dest_qpn | rdma::qp_attr_rq_psn |
-                                  rdma::qp_attr_max_dest_rd_atomic | rdma::qp_attr_min_rnr_timer,
-                              request);
-        if (!st.ok() && st.error().code() == StatusCode::pending) {
-            // Resolving the peer's MAC; keep the device running until the request completes.
-            const auto deadline = Clock::now() + std::chrono::seconds(10);
-            rdma::ControlCompletion done[1];
-            for (;;) {
-                drive();
-                if (context_.poll_control(done) == 1 && done[0].request_id == request) {
-                    break;
-                }
-                if (Clock::now() > deadline) {
-                    return Error(StatusCode::not_connected,
-                                 "QP to RTR: the peer's address did not resolve within 10 s");
-                }
-            }
-            if (done[0].status != StatusCode::ok) {
-                return Error(done[0].status, "QP to RTR: " + done[0].message);
-            }
-        } else if (!st.ok()) {
-            return Error(st.error().code(), "QP to RTR: " + st.error().message());
-        }
-        rdma::QpAttr rts;
-        rts.state = rdma::QpState::rts;
-        rts.sq_psn = mine[i].psn;
-        rts.timeout = qp_timeout_;
-        rts.retry_cnt = 7;
-        rts.rnr_retry = 7;
-        rts.max_rd_atomic =
+        rdma::ConnectionDescriptor peer; // no MAC: the device resolves it (ARP for RoCEv2/IPv4)
+        peer.qpn = theirs[i].qpn;
+        peer.psn = theirs[i].psn;
+        peer.gid = theirs[i].gid;
+        rdma::ConnectOptions options;
+        options.path_mtu = mtu;
+        options.timeout = qp_timeout_;
+        options.max_dest_rd_atomic = static_cast<std::uint8_t>(mine[i].out_reads);
+        options.max_rd_atomic =
             static_cast<std::uint8_t>(std::min(mine[i].out_reads, theirs[i].out_reads));
-        if (Status s2 = qp.modify(rts, rdma::qp_attr_state | rdma::qp_attr_sq_psn |
-                                           rdma::qp_attr_timeout | rdma::qp_attr_retry_cnt |
-                                           rdma::qp_attr_rnr_retry | rdma::qp_attr_max_rd_atomic);
-            !s2.ok()) {
-            return Error(s2.error().code(), "QP to RTS: " + s2.error().message());
+        options.sq_psn = mine[i].psn;                      // what our key message told the peer
+        const std::uint64_t request = 0x5254520000ULL + i; // "RTR" + QP index
+        Status st = qps_[i].connect(peer, options, request);
+        if (st.code() == StatusCode::pending) {
+            if (Status resolved = wait_for_control(request); !resolved.ok()) {
+                return resolved;
+            }
+            st = qps_[i].connect(peer, options); // on from RTR
         }
+        if (!st.ok()) {
+            return Error(st.error().code(), "connecting QP " + std::to_string(qps_[i].qpn()) +
+                                                ": " + st.error().message());
+        }
+    }
+    return {};
+}
+
+// Keeps the device running until control request `request` (RTR resolving the peer's MAC)
+// completes, for at most 10 s.
+Status PerfSession::wait_for_control(std::uint64_t request) {
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    rdma::ControlCompletion done[1];
+    for (;;) {
+        drive();
+        if (context_.poll_control(done) == 1 && done[0].request_id == request) {
+            break;
+        }
+        if (Clock::now() > deadline) {
+            return Error(StatusCode::not_connected,
+                         "QP to RTR: the peer's address did not resolve within 10 s");
+        }
+    }
+    if (done[0].status != StatusCode::ok) {
+        return Error(done[0].status, "QP to RTR: " + done[0].message);
     }
     return {};
 }

@@ -72,6 +72,7 @@ public:
     void close();
 
 private:
+    Status wait_for_control(std::uint64_t request);
     explicit PerfSession(rdma::Context context) : context_(std::move(context)) {}
     [[nodiscard]] std::uint8_t* base() const { return static_cast<std::uint8_t*>(buffer_->data()); }
 

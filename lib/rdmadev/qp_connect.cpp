@@ -64,6 +64,10 @@ Status QueuePair::connect(const ConnectionDescriptor& peer, const ConnectOptions
     if (options.until != QpState::rtr && options.until != QpState::rts) {
         return Error(StatusCode::invalid_parameter, "connect() goes to RTR or RTS");
     }
+    if (options.sq_psn && *options.sq_psn > roce::psn_mask) {
+        return Error(StatusCode::invalid_parameter,
+                     strformat("send PSN 0x%x does not fit IBTA's 24 bits", *options.sq_psn));
+    }
     const QpState from = state();
     if (from == QpState::reset) {
         QpAttr init;
@@ -96,7 +100,7 @@ Status QueuePair::connect(const ConnectionDescriptor& peer, const ConnectOptions
     }
     QpAttr rts;
     rts.state = QpState::rts;
-    rts.sq_psn = dev->config.ops->qp_send_psn(*dev, qp_->driver); // what the peer was given
+    rts.sq_psn = options.sq_psn.value_or(dev->config.ops->qp_send_psn(*dev, qp_->driver));
     rts.timeout = options.timeout;
     rts.retry_cnt = options.retry_cnt;
     rts.rnr_retry = options.rnr_retry;

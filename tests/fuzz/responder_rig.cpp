@@ -244,36 +244,23 @@ void ResponderRig::make_objects() {
 }
 
 void ResponderRig::connect(const ResponderInput& input) {
-    rdma::QpAttr attr;
-    attr.state = rdma::QpState::reset;
-    must(qp_.modify(attr, rdma::qp_attr_state), "modify to RESET");
-    attr.state = rdma::QpState::init;
-    attr.port = 1;
-    attr.access = mem::access_remote_write | mem::access_remote_read | mem::access_remote_atomic;
-    must(qp_.modify(attr, rdma::qp_attr_state | rdma::qp_attr_port | rdma::qp_attr_access_flags),
-         "modify to INIT");
-    attr.state = rdma::QpState::rtr;
-    attr.path_mtu = mtu_code(input.path_mtu);
-    attr.dest_gid = rdma::Gid::from_ipv4(peer_ip);
-    attr.dest_mac = peer_mac;
-    attr.dest_qpn = peer_qpn;
-    attr.rq_psn = input.psn_base;
-    attr.max_dest_rd_atomic = 4;
-    attr.min_rnr_timer = 1;
-    must(qp_.modify(attr, rdma::qp_attr_state | rdma::qp_attr_path_mtu | rdma::qp_attr_dest |
-                              rdma::qp_attr_dest_qpn | rdma::qp_attr_rq_psn |
-                              rdma::qp_attr_max_dest_rd_atomic | rdma::qp_attr_min_rnr_timer),
-         "modify to RTR");
-    attr.state = rdma::QpState::rts;
-    attr.sq_psn = input.psn_base;
-    attr.timeout = 18; // ~1 s: no retransmission inside one input
-    attr.retry_cnt = 7;
-    attr.rnr_retry = 6;
-    attr.max_rd_atomic = 4;
-    must(qp_.modify(attr, rdma::qp_attr_state | rdma::qp_attr_sq_psn | rdma::qp_attr_timeout |
-                              rdma::qp_attr_retry_cnt | rdma::qp_attr_rnr_retry |
-                              rdma::qp_attr_max_rd_atomic),
-         "modify to RTS");
+    rdma::QpAttr reset;
+    reset.state = rdma::QpState::reset;
+    must(qp_.modify(reset, rdma::qp_attr_state), "modify to RESET");
+    rdma::ConnectionDescriptor peer;
+    peer.qpn = peer_qpn;
+    peer.psn = input.psn_base;
+    peer.gid = rdma::Gid::from_ipv4(peer_ip);
+    std::memcpy(peer.mac, peer_mac.data(), sizeof(peer.mac));
+    rdma::ConnectOptions options;
+    options.path_mtu = mtu_code(input.path_mtu);
+    options.sq_psn = input.psn_base;
+    options.timeout = 18; // ~1 s: no retransmission inside one input
+    options.rnr_retry = 6;
+    options.max_rd_atomic = 4;
+    options.max_dest_rd_atomic = 4;
+    options.min_rnr_timer = 1;
+    must(qp_.connect(peer, options), "connect");
     target_.request_psn_base = input.psn_base;
     target_.response_psn_base = input.psn_base;
 }

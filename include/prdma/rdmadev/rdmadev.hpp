@@ -299,8 +299,7 @@ struct ConnectionDescriptor {
 Result<ConnectionDescriptor> import_connection(const void* buffer, std::uint32_t length);
 
 // What connect() sets besides the peer's descriptor: rdma-core's ibv_rc_pingpong defaults, with
-// every remote access granted and atomics allowed. The first send PSN is the one export_connection
-// gave the peer.
+// every remote access granted and atomics allowed.
 struct ConnectOptions {
     std::uint8_t port = 1;
     Mtu path_mtu = Mtu::mtu_1024;
@@ -314,6 +313,9 @@ struct ConnectOptions {
     std::uint8_t max_dest_rd_atomic = 1; // and the peer may have outstanding here
     // RTS for a QP that sends; RTR is enough for one that only receives.
     QpState until = QpState::rts;
+    // The first PSN this QP sends (24 bits). Absent: the one export_connection gave the peer; an
+    // exchange of its own (perftest's) says what it told the peer here.
+    std::optional<std::uint32_t> sq_psn;
 };
 
 class QueuePair {

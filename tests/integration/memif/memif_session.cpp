@@ -108,51 +108,20 @@ QueuePair make_qp(Session& s) {
     return check(s.context.create_qp(init), "create_qp");
 }
 
-namespace {
-
-void bring_up(Session& s, QueuePair& qp, const ConnectionDescriptor& mine,
-              const ConnectionDescriptor& peer) {
-    QpAttr attr;
-    attr.state = QpState::init;
-    attr.port = 1;
-    attr.access = mem::access_remote_write | mem::access_remote_read | mem::access_remote_atomic;
-    check(qp.modify(attr, qp_attr_state | qp_attr_port | qp_attr_access_flags), "to INIT");
-    QpAttr rtr;
-    rtr.state = QpState::rtr;
-    rtr.path_mtu = s.mtu; // what the port carries (memif: 1500-byte frames -> 1024)
-    rtr.dest_gid = peer.gid;
-    std::array<std::uint8_t, 6> mac{};
-    std::memcpy(mac.data(), peer.mac, 6);
-    rtr.dest_mac = mac;
-    rtr.dest_qpn = peer.qpn;
-    rtr.rq_psn = peer.psn;
-    rtr.max_dest_rd_atomic = 16;
-    rtr.min_rnr_timer = 1;
-    check(qp.modify(rtr, qp_attr_state | qp_attr_path_mtu | qp_attr_dest | qp_attr_dest_qpn |
-                             qp_attr_rq_psn | qp_attr_max_dest_rd_atomic | qp_attr_min_rnr_timer),
-          "to RTR");
-    QpAttr rts;
-    rts.state = QpState::rts;
-    rts.sq_psn = mine.psn;
-    rts.timeout = 14;
-    rts.retry_cnt = 7;
-    rts.rnr_retry = 7;
-    rts.max_rd_atomic = 16;
-    check(qp.modify(rts, qp_attr_state | qp_attr_sq_psn | qp_attr_timeout | qp_attr_retry_cnt |
-                             qp_attr_rnr_retry | qp_attr_max_rd_atomic),
-          "to RTS");
-}
-
-} // namespace
-
 ConnectionDescriptor connect_qp(Session& s, Oob& oob, QueuePair& qp) {
     ConnectionDescriptor mine;
     std::uint32_t length = sizeof(mine);
     check(qp.export_connection(&s.mr, &mine, &length), "export_connection");
     oob.send(&mine, sizeof(mine));
-    ConnectionDescriptor peer;
-    oob.receive(&peer, sizeof(peer), [&] { drive(s); });
-    bring_up(s, qp, mine, peer);
+    ConnectionDescriptor wire;
+    oob.receive(&wire, sizeof(wire), [&] { drive(s); });
+    const ConnectionDescriptor peer = check(import_connection(&wire, sizeof(wire)), "import");
+    ConnectOptions options;
+    options.path_mtu = s.mtu; // what the port carries (memif: 1500-byte frames -> 1024)
+    options.max_rd_atomic = 16;
+    options.max_dest_rd_atomic = 16;
+    options.min_rnr_timer = 1;
+    check(qp.connect(peer, options), "connect");
     return peer;
 }
 

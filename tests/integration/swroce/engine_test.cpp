@@ -99,47 +99,28 @@ protected:
         return side;
     }
 
+    // Connects at PSN 1000 both ways (the crafted frames of several tests count from there), with
+    // the peer's MAC from its port (no ARP).
     void connect(Side& local, Side& remote, const Gid& remote_gid, std::uint8_t rnr_retry = 7) {
-        QpAttr init;
-        init.state = QpState::init;
-        init.port = 1;
-        init.access =
-            mem::access_remote_write | mem::access_remote_read | mem::access_remote_atomic;
-        ASSERT_TRUE(
-            local.qp.modify(init, qp_attr_state | qp_attr_port | qp_attr_access_flags).ok());
         std::vector<std::uint8_t> port(512);
         std::uint32_t got = static_cast<std::uint32_t>(port.size());
         ASSERT_TRUE(remote.context.query_port(1, port.data(), &got).ok());
         PortAttr remote_port;
         std::memcpy(&remote_port, port.data(), sizeof(remote_port));
-        QpAttr rtr;
-        rtr.state = QpState::rtr;
-        rtr.path_mtu = Mtu::mtu_1024;
-        rtr.dest_gid = remote_gid;
-        std::array<std::uint8_t, 6> mac{};
-        std::memcpy(mac.data(), remote_port.mac, 6);
-        rtr.dest_mac = mac;
-        rtr.dest_qpn = remote.qp.qpn();
-        rtr.rq_psn = 1000;
-        rtr.max_dest_rd_atomic = 4;
-        rtr.min_rnr_timer = 1; // 10 us: keeps the RNR test short
-        ASSERT_TRUE(local.qp
-                        .modify(rtr, qp_attr_state | qp_attr_path_mtu | qp_attr_dest |
-                                         qp_attr_dest_qpn | qp_attr_rq_psn |
-                                         qp_attr_max_dest_rd_atomic | qp_attr_min_rnr_timer)
-                        .ok());
-        QpAttr rts;
-        rts.state = QpState::rts;
-        rts.sq_psn = 1000;
-        rts.timeout = transport_timeout(); // ~4 ms by default
-        rts.retry_cnt = 7;
-        rts.rnr_retry = rnr_retry;
-        rts.max_rd_atomic = 4;
-        ASSERT_TRUE(local.qp
-                        .modify(rts, qp_attr_state | qp_attr_sq_psn | qp_attr_timeout |
-                                         qp_attr_retry_cnt | qp_attr_rnr_retry |
-                                         qp_attr_max_rd_atomic)
-                        .ok());
+        ConnectionDescriptor peer;
+        peer.qpn = remote.qp.qpn();
+        peer.psn = 1000;
+        peer.gid = remote_gid;
+        std::memcpy(peer.mac, remote_port.mac, sizeof(peer.mac));
+        ConnectOptions options;
+        options.sq_psn = 1000;
+        options.timeout = transport_timeout(); // ~4 ms by default
+        options.rnr_retry = rnr_retry;
+        options.max_rd_atomic = 4;
+        options.max_dest_rd_atomic = 4;
+        options.min_rnr_timer = 1; // 10 us: keeps the RNR test short
+        const Status status = local.qp.connect(peer, options);
+        ASSERT_TRUE(status.ok()) << status.error().to_string();
     }
 
     // Polls both sides (each drives its own device) until `side` has `count` completions or a few

@@ -714,6 +714,11 @@ TEST_F(SeedSemantics, ConnectGoesOnFromWhereTheQpIsAndRefusesError) {
     EXPECT_EQ(a_->qp.connect(peer).code(), StatusCode::invalid_parameter) << "ERR: reset first";
     attr.state = QpState::reset;
     ASSERT_TRUE(a_->qp.modify(attr, qp_attr_state).ok());
+    ConnectOptions wide;
+    wide.sq_psn = 1U << 24;
+    EXPECT_EQ(a_->qp.connect(peer, wide).code(), StatusCode::invalid_parameter)
+        << "a send PSN past 24 bits";
+    EXPECT_EQ(a_->qp.state(), QpState::reset) << "refused before any transition";
     ConnectOptions receive_only;
     receive_only.until = QpState::rtr;
     ASSERT_TRUE(a_->qp.connect(peer, receive_only).ok());

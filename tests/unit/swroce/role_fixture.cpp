@@ -165,37 +165,23 @@ void RoleTest::make_objects() {
 }
 
 void RoleTest::connect(std::uint32_t responder_psn, std::uint32_t requester_psn) {
-    rdma::QpAttr attr;
-    attr.state = rdma::QpState::reset;
-    ASSERT_TRUE(qp_.modify(attr, rdma::qp_attr_state).ok());
-    attr.state = rdma::QpState::init;
-    attr.port = 1;
-    attr.access = mem::access_remote_write | mem::access_remote_read | mem::access_remote_atomic;
-    ASSERT_TRUE(
-        qp_.modify(attr, rdma::qp_attr_state | rdma::qp_attr_port | rdma::qp_attr_access_flags)
-            .ok());
-    attr.state = rdma::QpState::rtr;
-    attr.path_mtu = rdma::Mtu::mtu_1024;
-    attr.dest_gid = rdma::Gid::from_ipv4(peer_ip);
-    attr.dest_mac = peer_mac;
-    attr.dest_qpn = peer_qpn;
-    attr.rq_psn = responder_psn;
-    attr.max_dest_rd_atomic = 4;
-    attr.min_rnr_timer = 1;
-    ASSERT_TRUE(qp_.modify(attr, rdma::qp_attr_state | rdma::qp_attr_path_mtu | rdma::qp_attr_dest |
-                                     rdma::qp_attr_dest_qpn | rdma::qp_attr_rq_psn |
-                                     rdma::qp_attr_max_dest_rd_atomic | rdma::qp_attr_min_rnr_timer)
-                    .ok());
-    attr.state = rdma::QpState::rts;
-    attr.sq_psn = requester_psn;
-    attr.timeout = 18; // ~1 s: the tests run the timers themselves, if at all
-    attr.retry_cnt = 7;
-    attr.rnr_retry = 6;
-    attr.max_rd_atomic = 4;
-    ASSERT_TRUE(qp_.modify(attr, rdma::qp_attr_state | rdma::qp_attr_sq_psn |
-                                     rdma::qp_attr_timeout | rdma::qp_attr_retry_cnt |
-                                     rdma::qp_attr_rnr_retry | rdma::qp_attr_max_rd_atomic)
-                    .ok());
+    rdma::QpAttr reset;
+    reset.state = rdma::QpState::reset;
+    ASSERT_TRUE(qp_.modify(reset, rdma::qp_attr_state).ok());
+    rdma::ConnectionDescriptor peer;
+    peer.qpn = peer_qpn;
+    peer.psn = responder_psn;
+    peer.gid = rdma::Gid::from_ipv4(peer_ip);
+    std::memcpy(peer.mac, peer_mac.data(), sizeof(peer.mac));
+    rdma::ConnectOptions options;
+    options.sq_psn = requester_psn;
+    options.timeout = 18; // ~1 s: the tests run the timers themselves, if at all
+    options.rnr_retry = 6;
+    options.max_rd_atomic = 4;
+    options.max_dest_rd_atomic = 4;
+    options.min_rnr_timer = 1;
+    const Status status = qp_.connect(peer, options);
+    ASSERT_TRUE(status.ok()) << status.error().to_string();
     ASSERT_EQ(qp().state(), rdma::QpState::rts) << "the modify must apply at once: no owner";
     ASSERT_EQ(qp().mtu(), mtu);
 }
