@@ -11,6 +11,7 @@
 #include <prdma/eal.hpp>
 #include <prdma/mem/dma_memory.hpp>
 #include <prdma/rdmadev/fastpath.hpp>
+#include <prdma/rdmadev/rdmadev.hpp>
 
 using namespace prdma;
 

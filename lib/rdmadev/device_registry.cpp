@@ -12,6 +12,7 @@
 #include <rte_errno.h>
 
 #include <prdma/format.hpp>
+#include <prdma/rdmadev/fastpath.hpp>
 
 #include "objects.hpp"
 #include "rdmadev_log.hpp"

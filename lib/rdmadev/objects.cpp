@@ -859,10 +859,10 @@ Status MemoryRegionHandle::deregister(std::uint64_t request_id) {
 // ---- CompletionQueue --------------------------------------------------------------------------
 
 CompletionQueue::CompletionQueue(CqObject* cq)
-    : cq_(cq), device_(cq->context->device), driver_(cq->driver) {}
+    : CqQueue(cq->context->device, cq->driver), cq_(cq) {}
 CompletionQueue::CompletionQueue(CompletionQueue&& other) noexcept
-    : cq_(std::exchange(other.cq_, nullptr)), device_(other.device_),
-      driver_(std::exchange(other.driver_, nullptr)) {}
+    : CqQueue(other.device_, std::exchange(other.driver_, nullptr)),
+      cq_(std::exchange(other.cq_, nullptr)) {}
 CompletionQueue& CompletionQueue::operator=(CompletionQueue&& other) noexcept {
     if (this != &other) {
         release();
@@ -915,10 +915,10 @@ Status CompletionQueue::destroy(std::uint64_t request_id) {
 
 // ---- QueuePair ----------------------------------------------------------------------------------
 
-QueuePair::QueuePair(QpObject* qp) : qp_(qp), device_(qp->context->device), driver_(qp->driver) {}
+QueuePair::QueuePair(QpObject* qp) : QpQueue(qp->context->device, qp->driver), qp_(qp) {}
 QueuePair::QueuePair(QueuePair&& other) noexcept
-    : qp_(std::exchange(other.qp_, nullptr)), device_(other.device_),
-      driver_(std::exchange(other.driver_, nullptr)) {}
+    : QpQueue(other.device_, std::exchange(other.driver_, nullptr)),
+      qp_(std::exchange(other.qp_, nullptr)) {}
 QueuePair& QueuePair::operator=(QueuePair&& other) noexcept {
     if (this != &other) {
         release();

@@ -20,5 +20,35 @@ echo "pkg-config prdma: $("${pkg[@]}" --modversion prdma)"
 # shellcheck disable=SC2046
 g++ -std=c++20 -Wall -Wextra -Werror -o "$stage/consumer" "$source" \
   $("${pkg[@]}" --cflags prdma) $("${pkg[@]}" --libs prdma)
+# The three faces (DPDK's rte_ethdev.h / rte_ethdev_core.h / ethdev_driver.h): the driver interface
+# is installed only as a driver SDK, the fast-path table only through fastpath.hpp, and a
+# data-path translation unit compiles against fastpath.hpp alone.
+include=$(dirname "$(find "$stage$prefix" -name rdmadev.hpp -print -quit)")
+if [ -e "$include/driver.hpp" ] && ! "$meson" introspect "$build" --buildoptions |
+    python3 -c 'import json,sys; sys.exit(0 if next(o["value"] for o in json.load(sys.stdin) if o["name"]=="driver_sdk") else 1)'; then
+  echo "driver.hpp is installed without -Ddriver_sdk=true"; exit 1
+fi
+cat > "$stage/core_alone.cpp" <<'CPP'
+#include <prdma/rdmadev/fastpath_core.hpp>
+CPP
+# shellcheck disable=SC2046
+if g++ -std=c++20 -fsyntax-only "$stage/core_alone.cpp" $("${pkg[@]}" --cflags prdma) 2>/dev/null; then
+  echo "fastpath_core.hpp compiled on its own: it must only come through fastpath.hpp"; exit 1
+fi
+cat > "$stage/data_path.cpp" <<'CPP'
+#include <prdma/rdmadev/fastpath.hpp>
+// Polls without the control API: a QP and a CQ are only their fast-path handles here.
+unsigned drain(const prdma::rdma::CqQueue& cq, const prdma::rdma::QpQueue& qp) {
+    prdma::rdma::WorkCompletion wc[8];
+    const unsigned n = prdma::rdma::poll_cq(cq, wc);
+    return n + static_cast<unsigned>(prdma::rdma::post_error(qp));
+}
+#ifdef PRDMA_RDMADEV_RDMADEV_HPP
+#error "fastpath.hpp pulled in the control API"
+#endif
+CPP
+# shellcheck disable=SC2046
+g++ -std=c++20 -Wall -Wextra -Werror -fsyntax-only "$stage/data_path.cpp" $("${pkg[@]}" --cflags prdma)
+echo "faces: driver.hpp not installed, fastpath_core.hpp refused alone, fastpath.hpp stands alone"
 libdir=$(dirname "$(find "$stage$prefix" -name 'libprdma_common.so' -print -quit)")
 LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$stage/consumer"

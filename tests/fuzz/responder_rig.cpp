@@ -18,6 +18,7 @@
 #include <rte_ring.h>
 
 #include <prdma/rdmadev/fastpath.hpp>
+#include <prdma/rdmadev/rdmadev.hpp>
 #include <prdma/roce/packet.hpp>
 
 #include "arp.hpp"

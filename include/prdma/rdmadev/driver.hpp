@@ -6,6 +6,7 @@
 // queues and the wire. Nothing here assumes the device is software: a hardware driver (mlx5 over
 // VFIO) programs its MTT/MKEY tables from the same registry callbacks.
 #pragma once
+#define PRDMA_RDMADEV_DRIVER_HPP
 
 #include <cstdint>
 #include <memory>
@@ -14,7 +15,7 @@
 
 #include <prdma/mem/memory_registry.hpp>
 #include <prdma/rdmadev/attributes.hpp>
-#include <prdma/rdmadev/fastpath.hpp>
+#include <prdma/rdmadev/fastpath_core.hpp>
 #include <prdma/rdmadev/rdmadev.hpp>
 #include <prdma/status.hpp>
 

@@ -1,46 +1,22 @@
-// The data path: a flat table indexed by device id (as rte_ethdev_core.h's rte_eth_fp_ops), and
-// the inline burst calls that make exactly one indirect call per burst.
-//
-// A device's entry is written at probe and replaced by no-op functions when it is removed, so a
-// burst on a removed device returns 0 instead of touching freed driver memory.
+// The data path: the inline burst calls, each exactly one indirect call through the flat table of
+// fastpath_core.hpp (as rte_ethdev.h's rte_eth_rx_burst goes through rte_ethdev_core.h's
+// rte_eth_fp_ops). It needs QPs and CQs only as the handles of queue_handle.hpp, never the control
+// API: include <prdma/rdmadev/rdmadev.hpp> beside it to create them.
 #pragma once
+#define PRDMA_RDMADEV_FASTPATH_HPP
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
 #include <prdma/compiler.hpp>
-#include <prdma/rdmadev/rdmadev.hpp>
+#include <prdma/rdmadev/fastpath_core.hpp>
+#include <prdma/rdmadev/queue_handle.hpp>
 #include <prdma/rdmadev/types.hpp>
 #include <prdma/rdmadev/work_request.hpp>
 #include <prdma/status.hpp>
 
 namespace prdma::rdma {
-
-// Takes up to `count` WRs in order; returns how many were taken. Fewer than `count`: the queue is
-// full, the QP cannot take work in its state, or the first WR not taken is invalid; post_error()
-// says which.
-using PostSendFn = std::uint16_t (*)(void* qp, const SendWr* wrs, std::uint16_t count);
-using PostRecvFn = std::uint16_t (*)(void* qp, const RecvWr* wrs, std::uint16_t count);
-// Drives the queue group the CQ belongs to (rx burst, protocol, tx burst, timers), then returns up
-// to `count` completions.
-using PollCqFn = std::uint16_t (*)(void* cq, WorkCompletion* wcs, std::uint16_t count);
-// The QP's last-refusal reason (see post_error() below): a plain read of a per-QP field.
-using PostErrorFn = StatusCode (*)(const void* qp);
-
-struct PRDMA_CACHE_ALIGNED FastPathOps {
-    PostSendFn post_send;
-    PostRecvFn post_recv;
-    PollCqFn poll_cq;
-    void* device_private;
-    // Defaulted, so a table written before it existed ({send, recv, poll, private, {}}) still
-    // compiles; register_device's no-op table leaves it null (see post_error()).
-    PostErrorFn post_error = nullptr;
-    std::uint64_t reserved[3] = {};
-};
-static_assert(sizeof(FastPathOps) == PRDMA_CACHE_LINE_SIZE);
-
-extern FastPathOps fast_path_ops[max_devices];
 
 #if PRDMA_DEBUG_FASTPATH
 // Out-of-line argument checks; only in debug_fastpath builds.
@@ -56,7 +32,7 @@ inline std::uint16_t burst_count(std::size_t size) noexcept {
 } // namespace detail
 
 // Posts the WRs in order; returns how many were taken (post_error() says why not all).
-inline std::uint16_t post_send(const QueuePair& qp, std::span<const SendWr> wrs) {
+inline std::uint16_t post_send(const QpQueue& qp, std::span<const SendWr> wrs) {
     const std::uint16_t count = detail::burst_count(wrs.size());
 #if PRDMA_DEBUG_FASTPATH
     if (!fastpath_args_valid(qp.device(), qp.driver_queue(), wrs.data(), count)) {
@@ -66,7 +42,7 @@ inline std::uint16_t post_send(const QueuePair& qp, std::span<const SendWr> wrs)
     return fast_path_ops[qp.device()].post_send(qp.driver_queue(), wrs.data(), count);
 }
 
-inline std::uint16_t post_recv(const QueuePair& qp, std::span<const RecvWr> wrs) {
+inline std::uint16_t post_recv(const QpQueue& qp, std::span<const RecvWr> wrs) {
     const std::uint16_t count = detail::burst_count(wrs.size());
 #if PRDMA_DEBUG_FASTPATH
     if (!fastpath_args_valid(qp.device(), qp.driver_queue(), wrs.data(), count)) {
@@ -78,7 +54,7 @@ inline std::uint16_t post_recv(const QueuePair& qp, std::span<const RecvWr> wrs)
 
 // Drives the CQ's queue group, then fills `wcs` with up to wcs.size() completions; returns how
 // many.
-inline std::uint16_t poll_cq(const CompletionQueue& cq, std::span<WorkCompletion> wcs) {
+inline std::uint16_t poll_cq(const CqQueue& cq, std::span<WorkCompletion> wcs) {
     const std::uint16_t count = detail::burst_count(wcs.size());
 #if PRDMA_DEBUG_FASTPATH
     if (!fastpath_args_valid(cq.device(), cq.driver_queue(), wcs.data(), count)) {
@@ -101,7 +77,7 @@ inline std::uint16_t poll_cq(const CompletionQueue& cq, std::span<WorkCompletion
 //   device_removed     the device is gone (its posts take nothing)
 // The WRs before the one refused were taken and run as usual. Fast path: one read of the QP's own
 // field, no allocation, no lock; call it on the thread that posted, before its next post.
-inline StatusCode post_error(const QueuePair& qp) {
+inline StatusCode post_error(const QpQueue& qp) {
     const PostErrorFn fn = fast_path_ops[qp.device()].post_error;
     return fn != nullptr ? fn(qp.driver_queue()) : StatusCode::device_removed;
 }

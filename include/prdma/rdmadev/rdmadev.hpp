@@ -26,6 +26,7 @@
 // When a device pends is its own business (a hardware device: a firmware command; swroce: an
 // object of a queue group another thread owns, see drivers/rdma/swroce/ENGINE.md "Ownership").
 #pragma once
+#define PRDMA_RDMADEV_RDMADEV_HPP
 
 #include <cstdint>
 #include <memory>
@@ -40,6 +41,7 @@
 #include <prdma/mem/page_list.hpp>
 #include <prdma/mem/registration_cache.hpp>
 #include <prdma/rdmadev/attributes.hpp>
+#include <prdma/rdmadev/queue_handle.hpp>
 #include <prdma/rdmadev/types.hpp>
 #include <prdma/rdmadev/work_request.hpp>
 #include <prdma/status.hpp>
@@ -220,7 +222,7 @@ private:
     detail::PdObject* pd_ = nullptr;
 };
 
-class CompletionQueue {
+class CompletionQueue : public CqQueue {
 public:
     CompletionQueue() = default;
     CompletionQueue(CompletionQueue&& other) noexcept;
@@ -237,18 +239,12 @@ public:
     // Fails busy while QPs use it or its creation is pending; may pend (the handle is empty then).
     Status destroy(std::uint64_t request_id = 0);
 
-    // Fast-path identity (fastpath.hpp).
-    [[nodiscard]] DeviceId device() const noexcept { return device_; }
-    [[nodiscard]] void* driver_queue() const noexcept { return driver_; }
-
 private:
     friend class Context;
     friend class QueuePair;
     explicit CompletionQueue(detail::CqObject* cq);
     void release() noexcept;
     detail::CqObject* cq_ = nullptr;
-    DeviceId device_ = invalid_device;
-    void* driver_ = nullptr;
 };
 
 struct QpCaps {
@@ -318,7 +314,7 @@ struct ConnectOptions {
     std::optional<std::uint32_t> sq_psn;
 };
 
-class QueuePair {
+class QueuePair : public QpQueue {
 public:
     QueuePair() = default;
     QueuePair(QueuePair&& other) noexcept;
@@ -355,18 +351,12 @@ public:
     Status export_connection(const MemoryRegionHandle* region, void* buffer,
                              std::uint32_t* length) const;
 
-    // Fast-path identity (fastpath.hpp).
-    [[nodiscard]] DeviceId device() const noexcept { return device_; }
-    [[nodiscard]] void* driver_queue() const noexcept { return driver_; }
-
 private:
     friend class Context;
     friend class ProtectionDomain;
     explicit QueuePair(detail::QpObject* qp);
     void release() noexcept;
     detail::QpObject* qp_ = nullptr;
-    DeviceId device_ = invalid_device;
-    void* driver_ = nullptr;
 };
 
 struct QpInitAttr {

@@ -18,6 +18,7 @@
 #include <prdma/format.hpp>
 #include <prdma/mem/dma_memory.hpp>
 #include <prdma/rdmadev/fastpath.hpp>
+#include <prdma/rdmadev/rdmadev.hpp>
 
 #include "device_pair.hpp"
 #include "eal_environment.hpp"

@@ -16,6 +16,7 @@
 
 #include <prdma/rdmadev/driver.hpp>
 #include <prdma/rdmadev/fastpath.hpp>
+#include <prdma/rdmadev/rdmadev.hpp>
 #include <prdma/roce/psn.hpp>
 
 #include "eal_environment.hpp"
