@@ -23,7 +23,8 @@ std::uint16_t swroce_post_recv(void* queue, const rdma::RecvWr* wrs, std::uint16
             qp.post_error = StatusCode::no_resources;
             break;
         }
-        if (PRDMA_UNLIKELY(wr.num_sge > qp.caps.max_recv_sge || wr.num_sge > max_recv_sge)) {
+        if (PRDMA_UNLIKELY(wr.num_sge > qp.caps.max_recv_sge || wr.num_sge > max_recv_sge ||
+                           (wr.num_sge > 1 && wr.sg_list == nullptr))) {
             qp.post_error = StatusCode::invalid_parameter;
             break;
         }
@@ -63,7 +64,8 @@ StatusCode admit(const SwroceQp& qp, const rdma::SendWr& wr) noexcept {
     default:
         return StatusCode::invalid_parameter; // not an opcode: refused, nothing queued
     }
-    if (PRDMA_UNLIKELY(wr.num_sge > qp.caps.max_send_sge || wr.num_sge > max_send_sge)) {
+    if (PRDMA_UNLIKELY(wr.num_sge > qp.caps.max_send_sge || wr.num_sge > max_send_sge ||
+                       (wr.num_sge > 1 && wr.sg_list == nullptr))) {
         return StatusCode::invalid_parameter;
     }
     if ((wr.flags & rdma::send_inline) != 0) {

@@ -75,7 +75,8 @@ struct LocalInvFields {
     std::uint32_t key;
 };
 
-// One send-queue work request; 128 bytes. num_sge == 1 uses `sge`, more use `sg_list`.
+// One send-queue work request; 128 bytes. Its num_sge SGEs are sg_list[0..num_sge) when sg_list is
+// set, else the one `sge` (num_sge 0 or 1; more without an sg_list is refused at post).
 struct PRDMA_CACHE_ALIGNED SendWr {
     std::uint64_t wr_id = 0;
     WrOpcode opcode = WrOpcode::send;
@@ -92,17 +93,17 @@ struct PRDMA_CACHE_ALIGNED SendWr {
     };
 
     SendWr() : fast_reg{} {}
-    [[nodiscard]] const Sge* sges() const noexcept { return num_sge == 1 ? &sge : sg_list; }
+    [[nodiscard]] const Sge* sges() const noexcept { return sg_list != nullptr ? sg_list : &sge; }
 };
 static_assert(sizeof(SendWr) == 128);
 
-// One receive-queue work request; 64 bytes.
+// One receive-queue work request; 64 bytes; its SGEs as a SendWr's.
 struct PRDMA_CACHE_ALIGNED RecvWr {
     std::uint64_t wr_id = 0;
     std::uint8_t num_sge = 0;
     Sge sge{};
     const Sge* sg_list = nullptr;
-    [[nodiscard]] const Sge* sges() const noexcept { return num_sge == 1 ? &sge : sg_list; }
+    [[nodiscard]] const Sge* sges() const noexcept { return sg_list != nullptr ? sg_list : &sge; }
 };
 static_assert(sizeof(RecvWr) == 64);
 

@@ -257,11 +257,20 @@ TEST_F(SeedSemantics, AnInvalidRequestIsRefusedAsInvalidParameter) {
     EXPECT_EQ(post_send(a_->qp, {&too_long, 1}), 0);
     EXPECT_EQ(post_error(a_->qp), StatusCode::invalid_parameter) << "inline beyond the limit";
 
+    SendWr no_list = good; // two SGEs and nowhere to read them from: used to crash the post
+    no_list.num_sge = 2;
+    EXPECT_EQ(post_send(a_->qp, {&no_list, 1}), 0);
+    EXPECT_EQ(post_error(a_->qp), StatusCode::invalid_parameter) << "num_sge 2 without sg_list";
+
     RecvWr recv;
     recv.num_sge = kMaxSge + 1;
     recv.sg_list = sges.data();
     EXPECT_EQ(post_recv(a_->qp, {&recv, 1}), 0);
     EXPECT_EQ(post_error(a_->qp), StatusCode::invalid_parameter) << "more SGEs than max_recv_sge";
+    RecvWr recv_no_list;
+    recv_no_list.num_sge = 2;
+    EXPECT_EQ(post_recv(a_->qp, {&recv_no_list, 1}), 0);
+    EXPECT_EQ(post_error(a_->qp), StatusCode::invalid_parameter) << "num_sge 2 without sg_list";
 
     EXPECT_EQ(post_send(a_->qp, {&good, 1}), 1);
     EXPECT_EQ(post_error(a_->qp), StatusCode::ok);
@@ -270,6 +279,23 @@ TEST_F(SeedSemantics, AnInvalidRequestIsRefusedAsInvalidParameter) {
     EXPECT_EQ(done[0].status, WcStatus::success);
     EXPECT_EQ(done[1].status, WcStatus::success);
     EXPECT_EQ(a_->qp.state(), QpState::rts) << "a refused WR leaves the QP working";
+}
+
+// API v2: a WR's SGEs are its sg_list whenever it has one, whatever num_sge is. One SGE given
+// through sg_list used to be ignored for the empty `sge`: the WRITE moved 0 bytes and completed
+// in success.
+TEST_F(SeedSemantics, OneSgeThroughSgListIsTheSgeUsed) {
+    std::memset(a_->data(), 0x6b, 512);
+    const Sge only{a_->addr(), 512, a_->mr.lkey()};
+    SendWr wr = write_to_b(0, 512);
+    wr.sge = {};
+    wr.sg_list = &only;
+    ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
+    const auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::success);
+    EXPECT_EQ(done[0].byte_len, 512U);
+    EXPECT_EQ(std::memcmp(b_->data(), a_->data(), 512), 0) << "the sg_list's bytes were not sent";
 }
 
 // ---- Item 5: the reserved L_Key ----
