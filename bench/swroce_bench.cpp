@@ -188,7 +188,7 @@ void BM_PostPollWrite(benchmark::State& state) {
     const auto size = static_cast<std::uint32_t>(state.range(0));
     SendWr wr;
     wr.opcode = WrOpcode::rdma_write;
-    wr.flags = send_signaled | (size <= 128 ? send_inline : 0);
+    wr.flags = send_signaled | (size <= 128 ? SendFlags(send_inline) : SendFlags());
     wr.num_sge = 1;
     wr.sge = {a.addr(), size, a.mr.lkey()};
     wr.rdma.remote_addr = b.addr();

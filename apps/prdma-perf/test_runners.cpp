@@ -276,7 +276,8 @@ Status run_send_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size
     out.timestamps.assign(iterations, 0);
     SendWr wr;
     wr.opcode = WrOpcode::send;
-    wr.flags = rdma::send_signaled | (size <= o.inline_size ? rdma::send_inline : 0);
+    wr.flags = rdma::send_signaled |
+               (size <= o.inline_size ? rdma::SendFlags(rdma::send_inline) : rdma::SendFlags());
     wr.num_sge = 1;
     wr.sge = {reinterpret_cast<std::uint64_t>(s.send_half(0)), static_cast<std::uint32_t>(size),
               s.lkey()};

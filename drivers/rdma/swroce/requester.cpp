@@ -17,7 +17,7 @@ namespace {
 
 // Every SGE of a WQE still maps what it was checked for; inline data has no keys to lose.
 bool wqe_keys_valid(const SendWqe& wqe) noexcept {
-    if ((wqe.wr.flags & rdma::send_inline) != 0) {
+    if (wqe.wr.flags.has(rdma::send_inline)) {
         return true;
     }
     return mem::SgeCursor<rdma::Sge>({wqe.sges.data(), wqe.wr.num_sge},
@@ -27,7 +27,7 @@ bool wqe_keys_valid(const SendWqe& wqe) noexcept {
 
 // Checks every SGE's lkey once, when the WQE is first transmitted.
 bool check_local_keys(SwroceQp& qp, SendWqe& wqe) noexcept {
-    if (wqe.checked || (wqe.wr.flags & rdma::send_inline) != 0) {
+    if (wqe.checked || wqe.wr.flags.has(rdma::send_inline)) {
         wqe.checked = true;
         return true;
     }
@@ -108,7 +108,7 @@ roce::FrameHeaders request_headers(const SwroceQp& qp, const SendWqe& wqe, const
     const std::uint32_t psn = roce::psn_add(wqe.first_psn, read ? wqe.responses : wqe.next_packet);
     roce::FrameHeaders h = headers_for(qp, plan.opcode, psn);
     const auto& info = roce::opcode_info(plan.opcode);
-    h.bth.solicited = plan.last && (wqe.wr.flags & rdma::send_solicited) != 0;
+    h.bth.solicited = plan.last && wqe.wr.flags.has(rdma::send_solicited);
     if (info.has(roce::ExtHeader::reth)) {
         h.reth = {wqe.wr.rdma.remote_addr + done, wqe.wr.rdma.rkey, wqe.length - done};
     }
@@ -229,7 +229,7 @@ void run_local_at_post(SwroceQp& qp) noexcept {
         if (!wqe.is_local() || wqe.assigned || qp.req.send_stopped) {
             break;
         }
-        if ((wqe.wr.flags & rdma::send_read_fence) != 0 && outstanding_reads(qp) > 0) {
+        if (wqe.wr.flags.has(rdma::send_read_fence) && outstanding_reads(qp) > 0) {
             break;
         }
         if (!pass_local(qp, wqe)) {
@@ -250,7 +250,7 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
             break; // posted after a WR that failed where it stands
         }
         if (wqe.is_local()) {
-            if (!wqe.assigned && reads > 0 && (wqe.wr.flags & rdma::send_read_fence) != 0) {
+            if (!wqe.assigned && reads > 0 && wqe.wr.flags.has(rdma::send_read_fence)) {
                 return; // NDK read fence: earlier READs finish first
             }
             if (!pass_local(qp, wqe)) {
@@ -268,7 +268,7 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
         }
         // A fence (or NDK's read fence) waits for earlier READs/atomics; max_rd_atomic bounds
         // how many of them may be outstanding.
-        if (reads > 0 && (wqe.wr.flags & (rdma::send_fence | rdma::send_read_fence)) != 0) {
+        if (reads > 0 && wqe.wr.flags.any_of(rdma::send_fence | rdma::send_read_fence)) {
             return;
         }
         if (wqe.is_read_or_atomic() && reads >= std::max<std::uint32_t>(qp.attr.max_rd_atomic, 1)) {

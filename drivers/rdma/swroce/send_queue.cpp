@@ -18,7 +18,7 @@ bool SwroceCq::push(const rdma::WorkCompletion& wc) noexcept {
 }
 
 void complete_send(SwroceQp& qp, const SendWqe& wqe, rdma::WcStatus status) noexcept {
-    const bool signaled = qp.signal_all || (wqe.wr.flags & rdma::send_signaled) != 0;
+    const bool signaled = qp.signal_all || wqe.wr.flags.has(rdma::send_signaled);
     if (status == rdma::WcStatus::success && !signaled) {
         return; // silent success
     }

@@ -68,7 +68,7 @@ StatusCode admit(const SwroceQp& qp, const rdma::SendWr& wr) noexcept {
                        (wr.num_sge > 1 && wr.sg_list == nullptr))) {
         return StatusCode::invalid_parameter;
     }
-    if ((wr.flags & rdma::send_inline) != 0) {
+    if (wr.flags.has(rdma::send_inline)) {
         // As ibv_post_send: inline data beyond the QP's limit is refused, not queued.
         std::uint64_t length = 0;
         for (std::uint32_t i = 0; i < wr.num_sge; ++i) {
@@ -97,7 +97,7 @@ bool fill_wqe(const rdma::SendWr& wr, SendWqe& wqe) noexcept {
         wqe.sges[i] = sges[i];
         length += sges[i].length;
     }
-    if ((wr.flags & rdma::send_inline) != 0) {
+    if (wr.flags.has(rdma::send_inline)) {
         std::uint32_t at = 0; // admit() kept the total within max_inline_data
         for (std::uint32_t i = 0; i < wr.num_sge; ++i) {
             // An empty SGE may carry address 0, and memcpy from a null pointer is undefined
@@ -159,7 +159,7 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
             wqe.local_status = rdma::WcStatus::local_length_error;
         }
         // NDK DEFER: queue now, transmit with the next post that rings.
-        ring = (wr.flags & rdma::send_defer) == 0;
+        ring = !wr.flags.has(rdma::send_defer);
     }
     if (ring) {
         kick_requester(qp);

@@ -29,7 +29,7 @@ void copy_payload(const Payload& payload, std::uint8_t* out) noexcept {
         return;
     }
     const SendWqe& wqe = *payload.wqe;
-    if ((wqe.wr.flags & rdma::send_inline) != 0) {
+    if (wqe.wr.flags.has(rdma::send_inline)) {
         std::memcpy(out, wqe.inline_data.data() + payload.offset, payload.length);
         return;
     }

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include <prdma/compiler.hpp>
+#include <prdma/flags.hpp>
 #include <prdma/mem/memory_key.hpp>
 #include <prdma/rdmadev/types.hpp>
 
@@ -36,14 +37,25 @@ enum class WrOpcode : std::uint8_t {
 };
 std::string_view wr_opcode_name(WrOpcode opcode);
 
-enum SendFlags : std::uint16_t {
-    send_signaled = 1U << 0,   // without it: silent success (a completion only on error)
-    send_fence = 1U << 1,      // wait for earlier reads/atomics before this WR
-    send_read_fence = 1U << 2, // NDK read fence: wait for earlier reads (seed 001)
-    send_inline = 1U << 3,     // payload copied at post time; lkey ignored
-    send_defer = 1U << 4,      // queue without ringing the doorbell (NDK DEFER)
-    send_solicited = 1U << 5,
+enum class SendFlag : std::uint16_t {
+    signaled = 1U << 0,    // without it: silent success (a completion only on error)
+    fence = 1U << 1,       // wait for earlier reads/atomics before this WR
+    read_fence = 1U << 2,  // NDK read fence: wait for earlier reads (seed 001)
+    inline_data = 1U << 3, // payload copied at post time; lkey ignored
+    defer = 1U << 4,       // queue without ringing the doorbell (NDK DEFER)
+    solicited = 1U << 5,
 };
+constexpr bool prdma_flag_enum(SendFlag) {
+    return true;
+}
+using SendFlags = Flags<SendFlag>;
+// The verbs spellings (IBV_SEND_*).
+inline constexpr SendFlag send_signaled = SendFlag::signaled;
+inline constexpr SendFlag send_fence = SendFlag::fence;
+inline constexpr SendFlag send_read_fence = SendFlag::read_fence;
+inline constexpr SendFlag send_inline = SendFlag::inline_data;
+inline constexpr SendFlag send_defer = SendFlag::defer;
+inline constexpr SendFlag send_solicited = SendFlag::solicited;
 
 struct FastRegFields {
     mem::MemoryRegion* region = nullptr; // allocated for fast-register (rdmadev fast_reg MR)
@@ -81,7 +93,7 @@ struct PRDMA_CACHE_ALIGNED SendWr {
     std::uint64_t wr_id = 0;
     WrOpcode opcode = WrOpcode::send;
     std::uint8_t num_sge = 0;
-    std::uint16_t flags = 0;
+    SendFlags flags;
     std::uint32_t imm_or_invalidate = 0; // immediate data (host order) or rkey to invalidate
     Sge sge{};
     const Sge* sg_list = nullptr;
@@ -138,17 +150,23 @@ enum class WcOpcode : std::uint8_t {
     recv_rdma_with_imm,
 };
 
-enum WcFlags : std::uint8_t {
-    wc_with_imm = 1U << 0,
-    wc_with_inv = 1U << 1,
+enum class WcFlag : std::uint8_t {
+    with_imm = 1U << 0,
+    with_inv = 1U << 1,
 };
+constexpr bool prdma_flag_enum(WcFlag) {
+    return true;
+}
+using WcFlags = Flags<WcFlag>;
+inline constexpr WcFlag wc_with_imm = WcFlag::with_imm;
+inline constexpr WcFlag wc_with_inv = WcFlag::with_inv;
 
 // One completion; 64 bytes.
 struct PRDMA_CACHE_ALIGNED WorkCompletion {
     std::uint64_t wr_id = 0;
     WcStatus status = WcStatus::success;
     WcOpcode opcode = WcOpcode::send;
-    std::uint8_t flags = 0;
+    WcFlags flags;
     std::uint32_t byte_len = 0;
     std::uint32_t imm_or_invalidated = 0;
     std::uint32_t qpn = 0;

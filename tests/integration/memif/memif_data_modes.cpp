@@ -39,7 +39,7 @@ void expect_receive(const Session& s, const WorkCompletion& wc, WcOpcode opcode,
     expect(wc.opcode == opcode, what + ": completion opcode " +
                                     std::to_string(static_cast<int>(wc.opcode)) + ", not " +
                                     std::to_string(static_cast<int>(opcode)));
-    expect((wc.flags & wc_with_imm) != 0, what + ": completion without the immediate flag");
+    expect(wc.flags.has(wc_with_imm), what + ": completion without the immediate flag");
     expect(wc.imm_or_invalidated == imm, what + ": immediate " +
                                              std::to_string(wc.imm_or_invalidated) + ", not " +
                                              std::to_string(imm));
@@ -278,7 +278,7 @@ void post_gathered(Session& s, WrOpcode opcode, const std::vector<Piece>& pieces
 }
 
 void expect_plain_receive(const Session& s, const WorkCompletion& wc, std::uint32_t byte_len) {
-    expect(wc.opcode == WcOpcode::recv && (wc.flags & (wc_with_imm | wc_with_inv)) == 0,
+    expect(wc.opcode == WcOpcode::recv && !wc.flags.any_of(wc_with_imm | wc_with_inv),
            g_step + ": not a plain receive completion");
     expect(wc.byte_len == byte_len, g_step + ": byte_len " + std::to_string(wc.byte_len) +
                                         ", not " + std::to_string(byte_len));
@@ -528,7 +528,7 @@ void post_pair(Session& s, const Pairs& pairs, std::uint32_t i, PairOp op, std::
     SendWr wr = wr_for(s, opcodes[op], local, length);
     wr.wr_id = i * 4 + op;
     // The WRITE completes silently: the SEND behind it on the same QP completes for both.
-    wr.flags = op == op_write ? 0 : send_signaled;
+    wr.flags = op == op_write ? SendFlags() : send_signaled;
     wr.rdma.remote_addr = pairs.peers[i].address + remote;
     wr.rdma.rkey = pairs.peers[i].rkey;
     expect(post_send(pairs.qps[i], {&wr, 1}) == 1, "post_send refused");

@@ -161,7 +161,7 @@ void serve_fast_reg(Session& s, Oob& oob) {
     // The client WRITEs 64 B across the first virtual page boundary, then SENDs with invalidate.
     const WorkCompletion wc = wait_one(s);
     expect(wc.opcode == WcOpcode::recv && wc.byte_len == 16, "SEND_WITH_INV's receive completion");
-    expect((wc.flags & wc_with_inv) != 0, "the receive completion does not report an invalidation");
+    expect(wc.flags.has(wc_with_inv), "the receive completion does not report an invalidation");
     expect(wc.imm_or_invalidated == again.rkey, "the completion reports rkey " +
                                                     std::to_string(wc.imm_or_invalidated) +
                                                     ", not " + std::to_string(again.rkey));

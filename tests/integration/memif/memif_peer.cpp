@@ -117,7 +117,7 @@ int run_verify(Session& s, Oob& oob, bool server) {
     SendWr write = wr_for(s, WrOpcode::rdma_write, 0, 1 << 20);
     write.rdma.remote_addr = s.peer.address + (3 << 20);
     write.rdma.rkey = s.peer.rkey;
-    write.flags = 0; // unsignaled: the SEND after it completes both (RC ordering)
+    write.flags = {}; // unsignaled: the SEND after it completes both (RC ordering)
     post(s, write);
     SendWr note = wr_for(s, WrOpcode::send, 0, 16);
     post(s, note);
@@ -181,7 +181,7 @@ int run_latency(Session& s, Oob& oob, bool server) {
         if (!server) {
             *reinterpret_cast<std::uint64_t*>(s.data() + 64) = static_cast<std::uint64_t>(i);
             SendWr wr = wr_for(s, WrOpcode::rdma_write, 64, 8);
-            wr.flags = send_inline | (i % 64 == 0 ? send_signaled : 0);
+            wr.flags = send_inline | (i % 64 == 0 ? SendFlags(send_signaled) : SendFlags());
             wr.rdma.remote_addr = s.peer.address;
             wr.rdma.rkey = s.peer.rkey;
             post(s, wr);
@@ -193,7 +193,7 @@ int run_latency(Session& s, Oob& oob, bool server) {
         if (server) {
             *reinterpret_cast<std::uint64_t*>(s.data() + 64) = static_cast<std::uint64_t>(i);
             SendWr wr = wr_for(s, WrOpcode::rdma_write, 64, 8);
-            wr.flags = send_inline | (i % 64 == 0 ? send_signaled : 0);
+            wr.flags = send_inline | (i % 64 == 0 ? SendFlags(send_signaled) : SendFlags());
             wr.rdma.remote_addr = s.peer.address;
             wr.rdma.rkey = s.peer.rkey;
             post(s, wr);
@@ -244,9 +244,10 @@ int run_rate(Session& s, Oob& oob, bool server) {
             for (int k = 0; k < 16; ++k) {
                 SendWr& wr = batch[k];
                 wr = wr_for(s, WrOpcode::rdma_write, 0, 64);
-                wr.flags =
-                    (posted + static_cast<std::uint64_t>(k) + 1) % 64 == 0 ? send_signaled : 0;
-                wr.flags |= k < 15 ? send_defer : 0;
+                wr.flags = (posted + static_cast<std::uint64_t>(k) + 1) % 64 == 0
+                               ? SendFlags(send_signaled)
+                               : SendFlags();
+                wr.flags |= k < 15 ? SendFlags(send_defer) : SendFlags();
                 wr.rdma.remote_addr = s.peer.address + static_cast<std::uint64_t>(k) * 64;
                 wr.rdma.rkey = s.peer.rkey;
             }

@@ -798,7 +798,7 @@ TEST_F(EngineTest, SixteenQueuePairsAtOnce) {
     for (int i = 0; i < pairs; ++i) {
         SendWr write =
             send_wr(*a_, WrOpcode::rdma_write, static_cast<std::uint64_t>(i) * size, size);
-        write.flags = 0;
+        write.flags = {};
         write.rdma.remote_addr = b_->addr() + static_cast<std::uint64_t>(i) * size;
         write.rdma.rkey = b_->mr.rkey();
         SendWr send = send_wr(*a_, WrOpcode::send, static_cast<std::uint64_t>(i) * size, size);

@@ -786,7 +786,7 @@ TEST_P(ReadFence, AFencedWriteCarriesWhatTheReadBrought) {
     wrs[0].rdma.remote_addr = b_->addr();
     wrs[1] = write_to_b(64 * 1024, length);
     wrs[1].wr_id = 2;
-    wrs[1].flags = static_cast<std::uint16_t>(send_signaled | GetParam());
+    wrs[1].flags = send_signaled | GetParam();
     wrs[1].rdma.remote_addr = b_->addr() + 256 * 1024;
     ASSERT_EQ(post_send(a_->qp, {wrs.data(), 2}), 2);
     const auto done = wait(*a_, 2);
@@ -803,7 +803,7 @@ INSTANTIATE_TEST_SUITE_P(FenceAndReadFence, ReadFence,
 TEST_F(SeedSemantics, AnUnsignaledWrThatFailsStillCompletes) {
     SendWr wr = write_to_b(0, 64);
     wr.wr_id = 77;
-    wr.flags = 0;                     // unsignaled
+    wr.flags = {};                    // unsignaled
     wr.rdma.rkey = b_->mr.rkey() + 1; // a stale variant of b's key
     ASSERT_EQ(post_send(a_->qp, {&wr, 1}), 1);
     const auto done = wait(*a_, 1);
