@@ -173,6 +173,25 @@ protected:
         return wr;
     }
 
+    // a WRITEs 512 bytes of 0x5a to VA 0x40000 + 1024 of b (fast_reg()'s page) through `rkey`;
+    // the WRITE's completion status.
+    WcStatus write_to_fast_registered_page(mem::MemoryKey rkey) {
+        std::memset(a_->data(), 0x5a, 512);
+        SendWr write = write_to_b(0, 512);
+        write.rdma.remote_addr = 0x40000 + 1024;
+        write.rdma.rkey = rkey;
+        if (post_send(a_->qp, {&write, 1}) != 1) {
+            ADD_FAILURE() << "post refused: " << status_name(post_error(a_->qp));
+            return WcStatus::general_error;
+        }
+        const auto written = wait(*a_, 1);
+        if (written.size() != 1) {
+            ADD_FAILURE() << "no completion for the WRITE";
+            return WcStatus::general_error;
+        }
+        return written[0].status;
+    }
+
     DeviceAttr query_device(const Side& side) const {
         std::vector<std::uint8_t> blob(4096);
         auto size = static_cast<std::uint32_t>(blob.size());
@@ -400,14 +419,8 @@ TEST_F(SeedSemantics, ADeferredFastRegistersKeyIsReadableAndUsableOnReturn) {
     EXPECT_EQ(token, key);
 
     // The token read then is the one a peer writes through.
-    std::memset(a_->data(), 0x5a, 512);
-    SendWr write = write_to_b(0, 512);
-    write.rdma.remote_addr = 0x40000 + 1024;
-    write.rdma.rkey = token;
-    ASSERT_EQ(post_send(a_->qp, {&write, 1}), 1);
-    const auto written = wait(*a_, 1);
-    ASSERT_EQ(written.size(), 1U);
-    EXPECT_EQ(written[0].status, WcStatus::success) << wc_status_name(written[0].status);
+    const WcStatus written = write_to_fast_registered_page(token);
+    EXPECT_EQ(written, WcStatus::success) << wc_status_name(written);
     EXPECT_EQ(std::memcmp(b_->data() + 256 * 1024 + 1024, a_->data(), 512), 0);
     const auto registered = wait(*b_, 1);
     ASSERT_EQ(registered.size(), 1U);
@@ -439,15 +452,8 @@ TEST_F(SeedSemantics, AFastRegistersKeyOpensNothingBeforeTheFastRegExecutes) {
     reg.flags = send_signaled | send_defer;
     ASSERT_EQ(post_send(b_->qp, {&reg, 1}), 1);
 
-    std::memset(a_->data(), 0x5a, 512);
-    SendWr write = write_to_b(0, 512);
-    write.rdma.remote_addr = 0x40000 + 1024;
-    write.rdma.rkey = key;
-    ASSERT_EQ(post_send(a_->qp, {&write, 1}), 1);
-    const auto written = wait(*a_, 1);
-    ASSERT_EQ(written.size(), 1U);
-    EXPECT_EQ(written[0].status, WcStatus::remote_access_error)
-        << wc_status_name(written[0].status);
+    const WcStatus written = write_to_fast_registered_page(key);
+    EXPECT_EQ(written, WcStatus::remote_access_error) << wc_status_name(written);
     EXPECT_TRUE(std::all_of(b_->data() + 256 * 1024, b_->data() + 256 * 1024 + 4096,
                             [](std::uint8_t byte) { return byte == 0; }))
         << "the peer wrote through a key whose FAST_REG had not executed";
