@@ -44,13 +44,11 @@ Result<PerfSession> PerfSession::open(const PerfOptions& options) {
     s.out_reads_ = options.out_reads;
     s.qp_timeout_ = options.qp_timeout;
 
-    std::vector<std::uint8_t> attr_block(4096);
-    auto attr_size = static_cast<std::uint32_t>(attr_block.size());
-    if (Status st = s.context_.query_device(attr_block.data(), &attr_size); !st.ok()) {
-        return Error(st.error().code(), "query_device: " + st.error().message());
+    const auto device_info = s.context_.device_info();
+    if (!device_info) {
+        return Error(device_info.error().code(), "query_device: " + device_info.error().message());
     }
-    rdma::DeviceAttr attr;
-    std::memcpy(&attr, attr_block.data(), sizeof(attr));
+    const rdma::DeviceAttr& attr = device_info->attr;
     if (options.out_reads > attr.max_qp_rd_atomic) {
         return Error(StatusCode::invalid_parameter,
                      "-o " + std::to_string(options.out_reads) + ": the device allows at most " +

@@ -177,6 +177,32 @@ Status Context::query_device(void* buffer, std::uint32_t* size, std::uint32_t ve
     return copy_attributes(blob, buffer, size);
 }
 
+Result<DeviceInfo> Context::device_info() const {
+    std::uint32_t size = 0;
+    if (Status sized = query_device(nullptr, &size); sized.code() != StatusCode::buffer_too_small) {
+        return sized.ok() ? Error(StatusCode::internal, "query_device sized nothing")
+                          : sized.error();
+    }
+    std::vector<std::uint64_t> blob((size + 7) / 8); // 8-byte aligned, as the blocks are
+    if (Status queried = query_device(blob.data(), &size); !queried.ok()) {
+        return queried.error(); // the device went away in between
+    }
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(blob.data());
+    DeviceInfo info;
+    std::memcpy(&info.attr, bytes, sizeof(info.attr));
+    const auto* block = attr_at<std::uint8_t>(bytes, info.attr.port_attr_offset);
+    for (std::uint8_t n = 0; n < info.attr.port_count; ++n) {
+        PortInfo& port = info.ports.emplace_back();
+        std::memcpy(&port.attr, block, sizeof(port.attr));
+        const auto* gids = attr_at<Gid>(block, port.attr.gid_table_offset);
+        port.gids.assign(gids, gids + port.attr.gid_count);
+        const auto* pkeys = attr_at<std::uint16_t>(block, port.attr.pkey_table_offset);
+        port.pkeys.assign(pkeys, pkeys + port.attr.pkey_count);
+        block = attr_at<std::uint8_t>(block, port.attr.next_port_offset);
+    }
+    return info;
+}
+
 Status Context::query_port(std::uint8_t port, void* buffer, std::uint32_t* size,
                            std::uint32_t version) const {
     if (!state_) {

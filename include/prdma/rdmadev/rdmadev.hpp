@@ -368,6 +368,18 @@ struct QpInitAttr {
     bool signal_all = false; // every send WR completes, as if flagged send_signaled
 };
 
+// The typed form of the device and port attributes (Context::device_info), beside the seed's
+// self-relative blob (query_device / query_port).
+struct PortInfo {
+    PortAttr attr;
+    std::vector<Gid> gids;
+    std::vector<std::uint16_t> pkeys;
+};
+struct DeviceInfo {
+    DeviceAttr attr;
+    std::vector<PortInfo> ports; // ports[0] is port 1
+};
+
 class Context {
 public:
     // Seed 003 OpenCa: a client's own view of the device.
@@ -396,6 +408,8 @@ public:
                         std::uint32_t version = attr_version_current) const;
     Status query_port(std::uint8_t port, void* buffer, std::uint32_t* size,
                       std::uint32_t version = attr_version_current) const;
+    // The same answer as query_device, read out of it into plain structs and vectors.
+    Result<DeviceInfo> device_info() const;
 
     Result<ProtectionDomain> alloc_pd();
     // A CQ belongs to one queue group (one lcore's rx/tx queue pair of the port).

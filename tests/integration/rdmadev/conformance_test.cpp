@@ -339,6 +339,32 @@ TEST_P(Conformance, QueryDeviceCopiedElsewhereReadsTheSameWithTheOriginalGone) {
     }
 }
 
+// The typed attributes are the blob's, read out of it.
+TEST_P(Conformance, DeviceInfoIsTheQueryDeviceAnswerTyped) {
+    Context context = open(pair_->a());
+    const auto info = context.device_info();
+    ASSERT_TRUE(info.ok()) << info.error().to_string();
+    std::uint32_t size = 0;
+    (void)context.query_device(nullptr, &size);
+    std::vector<std::uint64_t> blob((size + 7) / 8);
+    ASSERT_TRUE(context.query_device(blob.data(), &size).ok());
+    EXPECT_EQ(std::memcmp(&info->attr, blob.data(), sizeof(DeviceAttr)), 0);
+    ASSERT_EQ(info->ports.size(), info->attr.port_count);
+    const PortInfo& port = info->ports.front();
+    EXPECT_EQ(port.attr.port_num, 1);
+    ASSERT_EQ(port.gids.size(), port.attr.gid_count);
+    EXPECT_EQ(port.gids.front(), pair_->gid_a());
+    ASSERT_EQ(port.pkeys.size(), port.attr.pkey_count);
+    EXPECT_EQ(port.pkeys.front(), 0xffff);
+    std::vector<std::uint8_t> port_blob(4096);
+    auto port_size = static_cast<std::uint32_t>(port_blob.size());
+    ASSERT_TRUE(context.query_port(1, port_blob.data(), &port_size).ok());
+    EXPECT_EQ(std::memcmp(&port.attr, port_blob.data(), sizeof(PortAttr)), 0);
+
+    ASSERT_TRUE(context.close().ok());
+    EXPECT_EQ(context.device_info().code(), StatusCode::invalid_parameter) << "closed";
+}
+
 TEST_P(Conformance, QueryDevicePrefixTooSmallOverflowAndVersion) {
     Context context = open(pair_->a());
     std::uint32_t size = 0;
