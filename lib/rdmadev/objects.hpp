@@ -124,4 +124,23 @@ Status destroy_cq_object(CqObject* cq, std::uint64_t request_id);
 Status destroy_qp_object(QpObject* qp, std::uint64_t request_id);
 Status release_mr_object(MrObject* mr, std::uint64_t request_id);
 
+// Records a request the driver is about to see, so a completion (even one made before the driver
+// returns) finds its object; forgotten again unless the driver says pending.
+void track(ContextState& context, const driver::ControlToken& token, void* object);
+void untrack(ContextState& context, const driver::ControlToken& token);
+
+// Why a control call on a handle whose creation pends (busy) or failed (invalid) cannot go on.
+Error not_ready(const char* what, bool creating);
+
+// A handle from what fills it (`make`): the object, ready or pending, or the error. Only a call
+// with a request id may pend.
+template <typename Handle, typename Make>
+Result<Handle> handle_or_error(Make make) {
+    Handle handle;
+    if (Status status = make(handle); !status.ok() && status.code() != StatusCode::pending) {
+        return status.error();
+    }
+    return handle;
+}
+
 } // namespace prdma::rdma::detail
