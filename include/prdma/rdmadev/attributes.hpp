@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <prdma/rdmadev/types.hpp>
 
@@ -33,6 +34,7 @@ struct alignas(8) DeviceAttr {
     std::uint8_t max_qp_rd_atomic = 0;      // reads/atomics a QP may have outstanding
     std::uint8_t max_qp_init_rd_atomic = 0; // reads/atomics a QP accepts from its peer
     std::uint8_t reserved0 = 0;
+    std::uint32_t reserved2 = 0; // every byte is a field: no padding leaks into an answer
     // Bit n set: pages of 2^n bytes (IB page_size_cap; seed 003 counts bits 1-based, we do not).
     std::uint64_t page_size_support = 0;
     std::uint32_t capability_flags = 0; // DeviceCapability bits
@@ -65,6 +67,7 @@ struct alignas(8) PortAttr {
     std::uint32_t link_speed_mbps = 0;
     std::uint8_t link_width = 1; // IB width code (1 = 1x)
     std::uint8_t reserved0[3] = {};
+    std::uint32_t reserved2 = 0; // every byte is a field: no padding leaks into an answer
     std::uint64_t max_msg_size = 0;
     std::uint32_t capability_flags = 0;
     std::uint16_t gid_count = 0;
@@ -74,7 +77,13 @@ struct alignas(8) PortAttr {
     std::uint32_t pkey_table_offset = 0;
     std::uint8_t mac[6] = {}; // the port's Ethernet address (RoCE)
     std::uint16_t reserved1 = 0;
+    std::uint32_t reserved3 = 0;
 };
+// The blocks are copied byte for byte into the caller's buffer: a padding byte would carry
+// whatever the stack held (a query answered differently each time), so there is none.
+static_assert(std::has_unique_object_representations_v<DeviceAttr>);
+static_assert(std::has_unique_object_representations_v<PortAttr>);
+static_assert(sizeof(DeviceAttr) == 120 && sizeof(PortAttr) == 72, "the seed 003 layout");
 
 // Offset-based access, so a caller never follows a pointer into the buffer.
 template <typename T>
