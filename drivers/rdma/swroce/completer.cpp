@@ -48,19 +48,31 @@ void stop_timer_when_idle(SwroceQp& qp) noexcept {
     }
 }
 
-// The first READ or atomic still waiting for a response (acknowledgements stop where it lacks
-// one), or nullptr.
-const SendWqe* first_unanswered(SwroceQp& qp) noexcept {
+// An acknowledgement up to `psn` (an ACK, or a response to a later request) passes the READs and
+// atomics before it, and the responder answers requests in order: a response of theirs that has
+// not come was lost, and is asked for again (chase_responses). Returns how far the
+// acknowledgement goes: to the first response still missing.
+std::uint32_t chase_lost_responses(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
+    std::uint32_t limit = psn;
+    bool missing = false;
     for (std::uint32_t i = 0; qp.req.reads_posted && i < qp.send_queue.size(); ++i) {
-        const SendWqe& wqe = qp.send_queue.at(i);
-        if (!wqe.assigned) {
+        SendWqe& wqe = qp.send_queue.at(i);
+        if (!wqe.assigned || roce::psn_after(wqe.first_psn, psn)) {
             break;
         }
-        if (wqe.is_read_or_atomic() && !wqe.answered()) {
-            return &wqe;
+        if (!wqe.is_read_or_atomic() || wqe.answered()) {
+            continue;
         }
+        if (!missing) {
+            missing = true;
+            limit = roce::psn_sub(roce::psn_add(wqe.first_psn, wqe.responses), 1);
+        }
+        if (roce::psn_after(roce::psn_add(wqe.first_psn, wqe.psn_span - 1), psn)) {
+            break; // its own responses are what is being acknowledged
+        }
+        chase_responses(qp, wqe, now);
     }
-    return nullptr;
+    return limit;
 }
 
 // Completes, in send-queue order, what is done at the head: WQEs acknowledged up to acked_psn,
@@ -94,19 +106,10 @@ void retire_in_order(SwroceQp& qp, std::uint64_t now) noexcept {
     }
 }
 
-// The responder has everything up to `psn`. An ACK past a READ or atomic whose responses have not
-// all come means they were lost (responses precede the ACKs and responses of later requests):
-// what was acknowledged stops where they are missing, and they are asked again at once.
+// The responder has everything up to `psn`, but what the acknowledgement passes without its
+// responses (those were lost, and are asked for again).
 void acknowledge(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
-    std::uint32_t limit = psn;
-    if (const SendWqe* read = first_unanswered(qp); read != nullptr) {
-        limit = roce::psn_sub(roce::psn_add(read->first_psn, read->responses), 1);
-    }
-    const bool answers_lost = roce::psn_after(psn, limit);
-    advance(qp, answers_lost ? limit : psn, now);
-    if (answers_lost && fast_restart(qp, roce::psn_next(limit), now, LossReport::response_gap)) {
-        ++qp.device->counters_of(qp).read_restarts;
-    }
+    advance(qp, chase_lost_responses(qp, psn, now), now);
     retire_in_order(qp, now);
     stop_timer_when_idle(qp);
 }
@@ -126,9 +129,10 @@ bool wqe_keys_valid(const SendWqe& wqe) noexcept {
         .keys_valid();
 }
 
-// Places the payload of the response a READ or atomic expects next; false when the QP failed on it
-// (a response of the wrong kind or length, a local key gone).
-bool place_response(SwroceQp& qp, SendWqe& target, const roce::ParsedFrame& frame) noexcept {
+// Places the payload of response `index` of a READ or atomic; false when the QP failed on it (a
+// response of the wrong kind or length, a local key gone).
+bool place_response(SwroceQp& qp, SendWqe& target, const roce::ParsedFrame& frame,
+                    std::uint32_t index) noexcept {
     const bool atomic_ack = frame.opcode() == roce::Opcode::rc_atomic_acknowledge;
     if (atomic_ack != (target.wr.opcode != rdma::WrOpcode::rdma_read)) {
         fail_qp(qp, rdma::WcStatus::bad_response_error);
@@ -143,9 +147,9 @@ bool place_response(SwroceQp& qp, SendWqe& target, const roce::ParsedFrame& fram
         data = original;
     } else {
         // Every response carries one MTU but the last, which carries the rest (IBTA 9.7.5.1.5;
-        // a READ asked again from a later byte still answers in whole MTUs from there): any
+        // responses asked for again still answer in whole MTUs from a packet boundary): any
         // other length would leave a hole in the target that completes in success.
-        offset = target.responses * qp.mtu();
+        offset = index * qp.mtu();
         const std::uint32_t due =
             offset < target.length ? std::min(qp.mtu(), target.length - offset) : 0;
         if (data.size() != due) {
@@ -158,26 +162,34 @@ bool place_response(SwroceQp& qp, SendWqe& target, const roce::ParsedFrame& fram
         return false;
     }
     place_in_wqe(target, offset, data.data(), static_cast<std::uint32_t>(data.size()));
-    ++target.responses;
+    if (index == target.responses) {
+        target.responses += target.ahead.fill_first();
+    } else {
+        target.ahead.mark(index - target.responses);
+    }
     return true;
 }
 
-// A READ response or an atomic ACK, for the READ or atomic whose PSNs hold it. Each takes its
-// responses in its own order, whatever an earlier one still lacks: the responder answers them in
-// order, so what arrives for a later one is good, and a restart asks each only for what it lacks.
-// A response implicitly acknowledges everything before its request (IBTA 9.7.5.1.3).
+// Whether response `index` of `wqe` was placed already (a replay, or one late on the way).
+bool placed_already(const SendWqe& wqe, std::uint32_t index) noexcept {
+    return index < wqe.responses ||
+           (index > wqe.responses && index - wqe.responses < ResponseMap::capacity &&
+            wqe.ahead.holds(index - wqe.responses));
+}
+
+// A READ response or an atomic ACK, for the READ or atomic whose PSNs hold it. Each is placed
+// where its PSN says, whatever an earlier one still lacks (the responder answers in order, so
+// what arrives is good); one past responses never seen shows those were lost, and they alone
+// are asked for again, at once. A response implicitly acknowledges everything before its request
+// (IBTA 9.7.5.1.3).
 void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) noexcept {
-    const std::uint32_t psn = frame.bth.psn;
-    SendWqe* target = wqe_holding(qp, psn);
-    if (target == nullptr || !target->is_read_or_atomic()) {
-        ++qp.device->counters_of(qp).duplicates; // nothing outstanding answers to it
-        ++qp.counters.duplicates;
-        return;
-    }
-    const std::uint32_t expected = roce::psn_add(target->first_psn, target->responses);
-    const std::int32_t gap = roce::psn_diff(psn, expected);
-    if (gap < 0) {
-        ++qp.device->counters_of(qp).duplicates; // a replayed or late response
+    SendWqe* target = wqe_holding(qp, frame.bth.psn);
+    const auto index =
+        target == nullptr
+            ? 0U
+            : static_cast<std::uint32_t>(roce::psn_diff(frame.bth.psn, target->first_psn));
+    if (target == nullptr || !target->is_read_or_atomic() || placed_already(*target, index)) {
+        ++qp.device->counters_of(qp).duplicates; // replayed, late, or nothing outstanding
         ++qp.counters.duplicates;
         return;
     }
@@ -185,15 +197,15 @@ void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64
     if (qp.state() == rdma::QpState::err) {
         return;
     }
-    if (gap > 0) {
-        // Responses were lost: ask again, at once, from the first missing byte.
-        if (fast_restart(qp, expected, now, LossReport::response_gap)) {
-            ++qp.device->counters_of(qp).read_restarts;
-        }
-        return;
+    if (index - target->responses >= ResponseMap::capacity) {
+        return; // too far past a missing one to keep: asked for again once the map moves on
     }
-    if (place_response(qp, *target, frame)) {
-        acknowledge(qp, psn, now);
+    if (index > target->response_reach) {
+        ask_for_responses(qp, *target, target->response_reach, index, now);
+    }
+    target->response_reach = std::max(target->response_reach, index + 1);
+    if (place_response(qp, *target, frame, index) && target->responses > 0) {
+        acknowledge(qp, roce::psn_add(target->first_psn, target->responses - 1), now);
     }
 }
 

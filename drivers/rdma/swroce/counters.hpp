@@ -25,6 +25,7 @@ enum class ResponderError : std::uint8_t {
     receive_too_short,  // the SEND is longer than the posted receive (local length error)
     invalidate,         // SEND_WITH_INV of a key that is not ours to invalidate
     region_gone,        // the region of a WRITE/READ in progress was deregistered or invalidated
+    bad_duplicate,      // a duplicate READ/atomic that does not repeat its request: dropped
     count_,
 };
 inline constexpr std::size_t responder_error_count =
@@ -45,7 +46,8 @@ struct SwroceCounters {
     std::uint64_t retransmissions = 0; // go-back-N restarts, whatever the cause
     std::uint64_t timeouts = 0;        // of them, transport timer expiries
     std::uint64_t probes = 0;          // of them, stalls resent before the transport timer
-    std::uint64_t read_restarts = 0;   // of them, READs asked again from a response gap
+    // Not restarts: lost READ responses and atomic ACKs asked for again by themselves.
+    std::uint64_t read_repairs = 0;
     std::uint64_t tx_no_mbuf = 0;
     FaultCounters rx_faults; // what the fault devargs did to received frames
     FaultCounters tx_faults; // ... and to transmitted ones
@@ -96,7 +98,7 @@ void for_each_counter(Visit&& visit, Counters&... c) {
     visit("retransmissions", c.retransmissions...);
     visit("timeouts", c.timeouts...);
     visit("probes", c.probes...);
-    visit("read_restarts", c.read_restarts...);
+    visit("read_repairs", c.read_repairs...);
     visit("tx_no_mbuf", c.tx_no_mbuf...);
     visit("tx_dropped", c.tx_dropped...);
     visit("tx_deferred", c.tx_deferred...);
@@ -118,7 +120,8 @@ void for_each_counter(Visit&& visit, Counters&... c) {
         "resp_qp_access",
         "resp_receive_too_short",
         "resp_invalidate",
-        "resp_region_gone"};
+        "resp_region_gone",
+        "resp_bad_duplicate"};
     for (std::size_t i = 0; i < responder_error_count; ++i) {
         visit(reasons[i], c.responder_errors[i]...);
     }

@@ -93,13 +93,16 @@ void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept;
 // (a probe answered by an ACK of everything: the peer was slow, nothing was lost): they are not
 // sent again.
 void skip_acknowledged(SwroceQp& qp) noexcept;
-// How a loss was learnt: from a NAK (the responder names where it stands), or from a gap in READ
-// responses (which the responder keeps sending past a loss until our restart reaches it).
-enum class LossReport : std::uint8_t { nak, response_gap };
-// The restart a sequence-error NAK or a READ response gap asks for, at once; false when it is a
-// report of a loss already being repaired.
-bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now,
-                  LossReport report = LossReport::nak) noexcept;
+// The restart a sequence-error NAK asks for, at once; false when it reports a loss already being
+// repaired.
+bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now) noexcept;
+// Responses [from, end) of a READ or atomic were lost: the requester's next pass asks for them
+// alone (a READ for just those packets, an atomic again), nothing else is sent again.
+void ask_for_responses(SwroceQp& qp, SendWqe& wqe, std::uint32_t from, std::uint32_t end,
+                       std::uint64_t now) noexcept;
+// A READ or atomic that something after it overtook lacks responses: its tail never came, or the
+// responses asked for have not come in the time they should have. They are asked for again.
+void chase_responses(SwroceQp& qp, SendWqe& wqe, std::uint64_t now) noexcept;
 // The transport timer: a retry from the first unacknowledged packet, or retry_exceeded.
 void check_timer(SwroceQp& qp, std::uint64_t now) noexcept;
 

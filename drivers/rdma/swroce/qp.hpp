@@ -11,6 +11,7 @@
 #include <prdma/mem/region_io.hpp>
 #include <prdma/rdmadev/driver.hpp>
 
+#include "response_map.hpp"
 #include "send_window.hpp"
 #include "work_ring.hpp"
 
@@ -61,9 +62,18 @@ struct SendWqe {
     std::uint32_t first_psn = 0; // assigned when first transmitted
     std::uint32_t psn_span = 0;
     std::uint32_t next_packet = 0; // next packet of this WQE to (re)transmit
-    std::uint32_t responses = 0;   // response packets placed so far (READ, atomic ACK)
-    bool assigned = false;         // first_psn / psn_span are set
-    bool checked = false;          // SGE lkeys verified
+    std::uint32_t responses = 0;   // response packets placed in order (READ, atomic ACK)
+    ResponseMap ahead;             // ... and those placed past the first one missing
+    // Responses below this arrived or were asked for again: one that arrives beyond it shows
+    // those between were lost.
+    std::uint32_t response_reach = 0;
+    // Responses to ask for again by themselves at the requester's next pass, [repair_from,
+    // repair_end) (none when equal), and when they were last asked for.
+    std::uint32_t repair_from = 0;
+    std::uint32_t repair_end = 0;
+    std::uint64_t repair_tsc = 0;
+    bool assigned = false; // first_psn / psn_span are set
+    bool checked = false;  // SGE lkeys verified
     // A WR that fails where it stands (FAST_REG / LOCAL_INV rules, a bad WR found at post)
     // completes with this status once it reaches the head, in send-queue order, and the QP goes
     // to error then; nothing after it is transmitted.
@@ -86,6 +96,15 @@ struct SendWqe {
     }
 };
 
+// READ response packets of a resource still to send, [next, end). Each goes out as the opcode its
+// place in the whole READ gives (FIRST only for packet 0, LAST only for the last), answered again
+// or not: rxe does the same, and its requester takes a READ asked again from the middle only so.
+struct ResponseRun {
+    std::uint32_t next = 0;
+    std::uint32_t end = 0;
+    [[nodiscard]] bool done() const noexcept { return next == end; }
+};
+
 // IBTA "responder resources": one per READ or atomic the peer may have outstanding, kept after
 // execution so a duplicate request is answered from here and never executed twice.
 struct ResponderResource {
@@ -97,9 +116,9 @@ struct ResponderResource {
     mem::MemoryKey key = 0; // the rkey `entry` was checked for: still_valid() before each use
     std::uint64_t va = 0;
     std::uint32_t length = 0;
-    std::uint64_t original = 0;    // an atomic's result
-    std::uint32_t next_packet = 0; // of the response being transmitted
-    std::uint32_t end_packet = 0;  // one past the last response packet to (re)transmit
+    std::uint64_t original = 0; // an atomic's result
+    ResponseRun run;            // the READ's responses, or the rest of them asked for again
+    ResponseRun repair;         // a few asked for again by themselves: sent ahead of `run`
     bool sending = false;
 };
 inline constexpr std::uint32_t max_responder_resources = 16;
@@ -110,7 +129,7 @@ struct QpCounters {
     std::uint64_t rx_packets = 0;
     std::uint64_t tx_bytes = 0; // payload
     std::uint64_t rx_bytes = 0;
-    std::uint64_t retransmissions = 0; // go-back-N restarts (timeout, NAK, READ gap)
+    std::uint64_t retransmissions = 0; // go-back-N restarts (timeout, NAK, probe)
     std::uint64_t timeouts = 0;        // of them, transport timer expiries
     std::uint64_t naks_sent = 0;
     std::uint64_t naks_received = 0;
@@ -148,6 +167,7 @@ struct RequesterState {
     std::uint64_t rnr_resume = 0;            // TSC at which an RNR-NAKed transmission may resume
     std::uint32_t packets_since_ack_req = 0; // AckReq cadence inside long messages
     SendWindow window;
+    bool repairs_pending = false; // some WQE may have responses to ask for again (repair_from)
     // The last restart a sequence-error NAK or a READ gap caused, so the same loss reported twice
     // (a NAK re-sent for an AckReq, more responses past the gap) restarts once.
     std::uint32_t restart_psn = no_psn;

@@ -98,19 +98,35 @@ std::uint32_t outstanding_reads(SwroceQp& qp) noexcept {
     return count;
 }
 
-// The headers of packet `plan` of `wqe`.
+// The responses a READ asks for when it is sent, [from, end): all of them the first time; when it
+// is sent again, those from the first one missing to the next that arrived (IBTA 9.4.4: its PSN,
+// VA and length move past what was placed). A repair asks for a range of its own.
+struct ReadAsk {
+    std::uint32_t from = 0;
+    std::uint32_t end = 0;
+};
+
+ReadAsk read_ask(const SendWqe& wqe) noexcept {
+    const std::uint32_t hole = wqe.ahead.first_hole();
+    return {wqe.responses, hole == 0 ? wqe.psn_span : wqe.responses + hole};
+}
+
+// The headers of packet `plan` of `wqe` (a READ: asking for `ask`).
 roce::FrameHeaders request_headers(const SwroceQp& qp, const SendWqe& wqe, const PacketPlan& plan,
-                                   std::uint32_t mtu) noexcept {
-    // A READ asked again asks only for what has not arrived (IBTA 9.4.4): its PSN, VA and
-    // length move past the responses already placed.
+                                   std::uint32_t mtu, ReadAsk ask) noexcept {
     const bool read = wqe.wr.opcode == rdma::WrOpcode::rdma_read;
-    const std::uint32_t done = read ? wqe.responses * mtu : 0;
-    const std::uint32_t psn = roce::psn_add(wqe.first_psn, read ? wqe.responses : wqe.next_packet);
+    const std::uint32_t psn =
+        roce::psn_add(wqe.first_psn, wqe.is_read_or_atomic() ? ask.from : wqe.next_packet);
     roce::FrameHeaders h = headers_for(qp, plan.opcode, psn);
     const auto& info = roce::opcode_info(plan.opcode);
     h.bth.solicited = plan.last && wqe.wr.flags.has(rdma::send_solicited);
     if (info.has(roce::ExtHeader::reth)) {
-        h.reth = {wqe.wr.rdma.remote_addr + done, wqe.wr.rdma.rkey, wqe.length - done};
+        const std::uint64_t from = std::uint64_t{ask.from} * mtu;
+        const std::uint64_t end = std::min<std::uint64_t>(wqe.length, std::uint64_t{ask.end} * mtu);
+        const std::uint64_t offset = read ? from : 0;
+        const std::uint64_t length = read ? end - from : wqe.length;
+        h.reth = {wqe.wr.rdma.remote_addr + offset, wqe.wr.rdma.rkey,
+                  static_cast<std::uint32_t>(length)};
     }
     if (info.has(roce::ExtHeader::immdt)) {
         h.immediate = wqe.wr.imm_or_invalidate;
@@ -165,7 +181,7 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
     }
     while (wqe.next_packet < segments.packet_count() && !tx.full()) {
         const PacketPlan plan = segments.packet(wqe.next_packet);
-        roce::FrameHeaders h = request_headers(qp, wqe, plan, mtu);
+        roce::FrameHeaders h = request_headers(qp, wqe, plan, mtu, read_ask(wqe));
         if (!in_window(qp, wqe, h.bth.psn)) {
             return false;
         }
@@ -195,6 +211,36 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
         }
     }
     return wqe.next_packet == segments.packet_count();
+}
+
+// Lost responses asked for by themselves (ask_for_responses), ahead of anything new: a READ
+// request for just those packets, an atomic again. Its responder answers both from the resource
+// the request made (a duplicate is never executed again).
+void send_repairs(SwroceQp& qp, TxBatch& tx) noexcept {
+    qp.req.repairs_pending = false;
+    for (std::uint32_t i = 0; i < qp.send_queue.size(); ++i) {
+        SendWqe& wqe = qp.send_queue.at(i);
+        if (!wqe.assigned) {
+            break;
+        }
+        const ReadAsk ask{std::max(wqe.repair_from, wqe.responses), wqe.repair_end};
+        if (ask.from >= ask.end || wqe.answered()) {
+            wqe.repair_end = wqe.repair_from; // answered meanwhile
+            continue;
+        }
+        if (tx.full()) {
+            qp.req.repairs_pending = true;
+            return;
+        }
+        const PacketPlan plan = Segmenter(wqe.wr.opcode, wqe.length, qp.mtu()).packet(0);
+        roce::FrameHeaders h = request_headers(qp, wqe, plan, qp.mtu(), ask);
+        h.bth.ack_req = true;
+        if (!emit(qp, tx, h, Payload{})) {
+            qp.req.repairs_pending = true;
+            return;
+        }
+        wqe.repair_end = wqe.repair_from;
+    }
 }
 
 // A FAST_REG or LOCAL_INV reached in send-queue order: run once (a restart passes it again
@@ -242,6 +288,9 @@ void run_local_at_post(SwroceQp& qp) noexcept {
 void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
     if (qp.state() != rdma::QpState::rts || !qp.has_peer_mac() || qp.req.rnr_resume > now) {
         return;
+    }
+    if (qp.req.repairs_pending) {
+        send_repairs(qp, tx);
     }
     std::uint32_t reads = outstanding_reads(qp);
     while (qp.req.send_offset < qp.send_queue.size() && !tx.full()) {

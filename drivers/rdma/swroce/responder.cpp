@@ -89,17 +89,55 @@ void receiver_not_ready(SwroceQp& qp, const Request& r) noexcept {
     ++qp.counters.naks_sent;
 }
 
+// The responses a duplicate READ asks for, [into, end) of `res`: its rkey must be the READ's, its
+// VA and length those of its PSN's packets, to the READ's end or a whole number of MTUs. False
+// when they are not.
+bool asked_again(const SwroceQp& qp, const ResponderResource& res, const roce::Reth& reth,
+                 std::uint32_t into, std::uint32_t* end) noexcept {
+    const std::uint64_t mtu = qp.mtu();
+    const std::uint64_t offset = into * mtu;
+    const std::uint64_t packets = reth.dma_length == 0 ? 1 : (reth.dma_length + mtu - 1) / mtu;
+    if ((res.length > 0 && reth.rkey != res.key) || reth.va != res.va + offset ||
+        into + packets > res.span) {
+        return false;
+    }
+    *end = static_cast<std::uint32_t>(into + packets);
+    const bool to_the_end = offset + reth.dma_length == res.length;
+    return *end == res.span ? to_the_end : reth.dma_length == packets * mtu;
+}
+
 // A duplicate READ/atomic: answered again from its resource, never executed twice. A READ asked
-// again from a PSN inside its range is answered from that response on.
-void replay(SwroceQp& qp, std::uint32_t psn) noexcept {
-    for (ResponderResource& resource : qp.resp.resources) {
-        const std::int32_t into = roce::psn_diff(psn, resource.psn);
-        if (resource.valid && into >= 0 && static_cast<std::uint32_t>(into) < resource.span) {
-            resource.next_packet = static_cast<std::uint32_t>(into);
-            resource.sending = true;
-            qp.resp.responses_pending = true;
+// again to its end (a requester's restart: rxe's, a NIC's, ours) is answered from that packet on;
+// one asked for a few packets (lost responses swroce asks for alone) gets those, ahead of what the
+// READ still has to send, which goes on.
+void replay(SwroceQp& qp, const Request& r) noexcept {
+    for (ResponderResource& res : qp.resp.resources) {
+        const std::int32_t into = roce::psn_diff(r.psn, res.psn);
+        if (!res.valid || into < 0 || static_cast<std::uint32_t>(into) >= res.span) {
+            continue;
+        }
+        const bool read = r.op == roce::Operation::rdma_read_request;
+        std::uint32_t end = 0;
+        if (read == res.atomic ||
+            (read && !asked_again(qp, res, r.frame.reth, static_cast<std::uint32_t>(into), &end))) {
+            count(qp, ResponderError::bad_duplicate);
             return;
         }
+        const auto first = static_cast<std::uint32_t>(into);
+        if (read && end == res.span) {
+            res.run = {first, end};
+        } else if (read) {
+            end = std::min(end, res.run.next); // what the run has still to send it sends anyway
+            if (first >= end) {
+                return;
+            }
+            res.repair = res.repair.done() ? ResponseRun{first, end}
+                                           : ResponseRun{std::min(first, res.repair.next),
+                                                         std::max(end, res.repair.end)};
+        }
+        res.sending = true;
+        qp.resp.responses_pending = true;
+        return;
     }
 }
 
@@ -112,7 +150,7 @@ bool check_psn(SwroceQp& qp, const Request& r) noexcept {
         ++qp.device->counters_of(qp).duplicates;
         ++qp.counters.duplicates;
         if (r.is_read_or_atomic()) {
-            replay(qp, r.psn);
+            replay(qp, r);
         } else {
             queue_ack(qp, roce::psn_sub(resp.expected_psn, 1), roce::ack_syndrome());
         }
@@ -376,6 +414,7 @@ void execute_read_atomic(SwroceQp& qp, const Request& r) noexcept {
         resource.va = reth.va;
         resource.length = reth.dma_length;
         resource.span = reth.dma_length == 0 ? 1U : (reth.dma_length + mtu - 1) / mtu;
+        resource.run = {0, resource.span};
     } else {
         const roce::AtomicEth& atomic = r.frame.atomic_eth;
         const mem::KeyEntry* entry = nullptr;
@@ -458,21 +497,14 @@ bool send_atomic_response(SwroceQp& qp, TxBatch& tx, ResponderResource& res) noe
     return true;
 }
 
-// Sends the READ responses of `res` still to go; false when the batch is full.
-bool send_read_responses(SwroceQp& qp, TxBatch& tx, ResponderResource& res) noexcept {
-    if (res.length > 0 && PRDMA_UNLIKELY(!still_valid(res.entry, res.key))) {
-        // The region went away mid-READ: stop answering; the requester's retries run out.
-        count(qp, ResponderError::region_gone);
-        res.valid = false;
-        res.sending = false;
-        return true;
-    }
+// Sends what is left of `run` of `res`; false when the batch is full.
+bool send_run(SwroceQp& qp, TxBatch& tx, const ResponderResource& res, ResponseRun& run) noexcept {
     const std::uint32_t mtu = qp.mtu();
-    while (res.next_packet < res.span) {
+    while (!run.done()) {
         if (tx.full()) {
             return false;
         }
-        const std::uint32_t i = res.next_packet;
+        const std::uint32_t i = run.next;
         const bool first = i == 0;
         const bool last = i + 1 == res.span;
         const roce::Opcode opcode = first && last ? roce::Opcode::rc_rdma_read_response_only
@@ -486,7 +518,23 @@ bool send_read_responses(SwroceQp& qp, TxBatch& tx, ResponderResource& res) noex
         if (!emit(qp, tx, h, Payload{nullptr, res.entry, res.va, offset, length})) {
             return false;
         }
-        ++res.next_packet;
+        ++run.next;
+    }
+    return true;
+}
+
+// Sends the READ responses of `res` still to go, those asked for alone first; false when the
+// batch is full.
+bool send_read_responses(SwroceQp& qp, TxBatch& tx, ResponderResource& res) noexcept {
+    if (res.length > 0 && PRDMA_UNLIKELY(!still_valid(res.entry, res.key))) {
+        // The region went away mid-READ: stop answering; the requester's retries run out.
+        count(qp, ResponderError::region_gone);
+        res.valid = false;
+        res.sending = false;
+        return true;
+    }
+    if (!send_run(qp, tx, res, res.repair) || !send_run(qp, tx, res, res.run)) {
+        return false;
     }
     res.sending = false;
     return true;

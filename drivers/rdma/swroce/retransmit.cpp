@@ -1,6 +1,6 @@
 // The requester's timers and restarts, from the TSC: the transport timer (IBTA 9.7.6.1.3), the RNR
-// timer (table 45), go-back-N restart points, and the fast restart a sequence-error NAK or a READ
-// response gap causes without waiting for the timer.
+// timer (table 45), go-back-N restart points, the fast restart a sequence-error NAK causes without
+// waiting for the timer, and lost READ responses asked for again by themselves.
 #include <algorithm>
 
 #include <prdma/roce/psn.hpp>
@@ -12,7 +12,8 @@ namespace prdma::swroce {
 namespace {
 
 // How long after a restart from PSN p another report of p is the same loss (a NAK sent before
-// the restart reached the responder): two smoothed round trips, and at least 20 us.
+// the restart reached the responder), and how long responses asked for again may take: two
+// smoothed round trips, and at least 20 us.
 std::uint64_t restart_guard(const SwroceQp& qp) noexcept {
     const std::uint64_t floor = qp.device->tsc_hz / 50'000;
     const std::uint64_t rtt = qp.req.srtt != 0 ? 2 * qp.req.srtt : 5 * floor;
@@ -117,17 +118,11 @@ void skip_acknowledged(SwroceQp& qp) noexcept {
     }
 }
 
-bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now,
-                  LossReport report) noexcept {
-    // The same loss reported again before our restart could be seen. For a READ response gap, a
-    // later one too: the responder's responses go on past a loss until our restart reaches it,
-    // and the restart asks again for everything from restart_psn on. (A reordered response drew
-    // a second restart from the next one, and each restart replays the rest of the READ.) A NAK
-    // past the restart point is news: the responder has seen the restart and lost something new.
-    const bool covered = qp.req.restart_psn == from_psn ||
-                         (report == LossReport::response_gap && qp.req.restart_psn != no_psn &&
-                          roce::psn_after(from_psn, qp.req.restart_psn));
-    if (covered && now - qp.req.restart_tsc < restart_guard(qp)) {
+bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now) noexcept {
+    // The same loss reported again before our restart could be seen (a NAK re-sent for an
+    // AckReq). A NAK past the restart point is news: the responder has seen the restart and lost
+    // something new.
+    if (qp.req.restart_psn == from_psn && now - qp.req.restart_tsc < restart_guard(qp)) {
         return false;
     }
     rewind(qp, from_psn);
@@ -136,6 +131,33 @@ bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now,
     qp.req.restart_psn = from_psn;
     qp.req.restart_tsc = now;
     return true;
+}
+
+void ask_for_responses(SwroceQp& qp, SendWqe& wqe, std::uint32_t from, std::uint32_t end,
+                       std::uint64_t now) noexcept {
+    if (wqe.repair_end > wqe.repair_from) { // not sent yet: one request covers both
+        from = std::min(from, wqe.repair_from);
+        end = std::max(end, wqe.repair_end);
+    }
+    wqe.repair_from = from;
+    wqe.repair_end = end;
+    wqe.repair_tsc = now;
+    wqe.response_reach = std::max(wqe.response_reach, end);
+    qp.req.repairs_pending = true;
+    qp.req.window.lost();
+    ++qp.device->counters_of(qp).read_repairs;
+}
+
+void chase_responses(SwroceQp& qp, SendWqe& wqe, std::uint64_t now) noexcept {
+    if (wqe.response_reach < wqe.psn_span) {
+        ask_for_responses(qp, wqe, wqe.response_reach, wqe.psn_span, now);
+        return;
+    }
+    if (now - wqe.repair_tsc < restart_guard(qp)) {
+        return; // what was asked for may still be on its way
+    }
+    const std::uint32_t hole = wqe.ahead.first_hole();
+    ask_for_responses(qp, wqe, wqe.responses, hole == 0 ? wqe.psn_span : wqe.responses + hole, now);
 }
 
 namespace {

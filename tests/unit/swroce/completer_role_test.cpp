@@ -241,17 +241,22 @@ protected:
     std::vector<std::uint8_t> data_;
 };
 
-TEST_F(ReadCompleterTest, AResponseGapAsksAgainFromTheFirstMissingByte) {
+// A lost response is asked for by itself: the responses past it are placed, not dropped, and the
+// READ asked again only for the missing packet. (It used to be asked again from the missing byte
+// to its end, so one loss in a 1 MiB READ replayed half of it on average.)
+TEST_F(ReadCompleterTest, AResponseGapAsksForTheMissingResponseAlone) {
     const std::uint64_t now = tsc();
     answer(Opcode::rc_rdma_read_response_first, 0, 0, mtu, now);
     EXPECT_EQ(qp().send_queue.front().responses, 1U);
-    // The MIDDLE is lost; the LAST arrives.
+    // The MIDDLE is lost; the LAST arrives and is placed.
     answer(Opcode::rc_rdma_read_response_last, 2, 2 * mtu, length, now);
-    EXPECT_EQ(counters().read_restarts, 1U);
-    EXPECT_EQ(counters().retransmissions, 1U);
+    EXPECT_EQ(counters().read_repairs, 1U);
+    EXPECT_EQ(counters().retransmissions, 0U) << "no go-back-N restart";
     EXPECT_TRUE(send_completions().empty());
+    EXPECT_EQ(std::memcmp(local(2 * mtu), data_.data() + 2 * mtu, length - 2 * mtu), 0);
     for (const std::size_t i : changed_bytes()) {
-        EXPECT_LT(i - local_offset, mtu) << "byte " << i << ": placed past the gap";
+        EXPECT_TRUE(i - local_offset < mtu || i - local_offset >= 2 * mtu)
+            << "byte " << i << ": written where nothing arrived";
     }
 
     const SentFrames again = run_requester_once(now);
@@ -259,51 +264,48 @@ TEST_F(ReadCompleterTest, AResponseGapAsksAgainFromTheFirstMissingByte) {
     EXPECT_EQ(again[0].opcode(), Opcode::rc_rdma_read_request);
     EXPECT_EQ(again[0].bth.psn, sq_psn + 1);
     EXPECT_EQ(again[0].reth.va, peer_va + mtu);
-    EXPECT_EQ(again[0].reth.dma_length, length - mtu);
+    EXPECT_EQ(again[0].reth.dma_length, mtu) << "the missing response alone";
+    EXPECT_EQ(run_requester_once(now).size(), 0U) << "asked for once";
 
     answer(Opcode::rc_rdma_read_response_middle, 1, mtu, 2 * mtu, now);
-    answer(Opcode::rc_rdma_read_response_last, 2, 2 * mtu, length, now);
     const auto wcs = send_completions();
     ASSERT_EQ(wcs.size(), 1U);
     expect_completion(wcs[0], 1, rdma::WcStatus::success);
     EXPECT_EQ(wcs[0].opcode, rdma::WcOpcode::rdma_read);
     EXPECT_EQ(wcs[0].byte_len, length);
     EXPECT_EQ(std::memcmp(local(0), data_.data(), length), 0);
+    EXPECT_EQ(qp().req.retransmit_deadline, 0U);
 }
 
-// Reordering, not loss: the MIDDLE overtakes the FIRST. The restart it draws asks for the whole
-// READ again, so the gap the LAST then shows (its MIDDLE was dropped as out of order) is covered:
-// one restart, not two, each of which would replay the rest of the READ.
-TEST_F(ReadCompleterTest, AReorderedResponseDrawsOneRestartNotOnePerResponse) {
+// Reordering, not loss: the MIDDLE overtakes the FIRST. The FIRST is asked for alone, the late
+// one fills the hole, and the LAST then completes the READ with nothing more asked; the answer to
+// the request is a duplicate.
+TEST_F(ReadCompleterTest, AReorderedResponseCostsOneResponseAskedForAgain) {
     const std::uint64_t now = tsc();
     answer(Opcode::rc_rdma_read_response_middle, 1, mtu, 2 * mtu, now);
-    EXPECT_EQ(counters().read_restarts, 1U);
-    const SentFrames again = run_requester_once(now); // the READ, asked again at once
+    EXPECT_EQ(counters().read_repairs, 1U);
+    const SentFrames again = run_requester_once(now);
     ASSERT_EQ(again.size(), 1U);
     EXPECT_EQ(again[0].bth.psn, sq_psn);
+    EXPECT_EQ(again[0].reth.dma_length, mtu);
     answer(Opcode::rc_rdma_read_response_first, 0, 0, mtu, now); // the late FIRST
-    EXPECT_EQ(qp().send_queue.front().responses, 1U);
+    EXPECT_EQ(qp().send_queue.front().responses, 2U);
     answer(Opcode::rc_rdma_read_response_last, 2, 2 * mtu, length, now);
-    EXPECT_EQ(counters().read_restarts, 1U) << "a second restart for a loss the first covers";
-    EXPECT_EQ(counters().retransmissions, 1U);
+    EXPECT_EQ(counters().read_repairs, 1U);
+    EXPECT_EQ(counters().retransmissions, 0U);
     EXPECT_EQ(run_requester_once(now).size(), 0U) << "nothing more asked";
-
-    // The restart's answers complete the READ.
-    answer(Opcode::rc_rdma_read_response_first, 0, 0, mtu, now); // a duplicate now
-    answer(Opcode::rc_rdma_read_response_middle, 1, mtu, 2 * mtu, now);
-    answer(Opcode::rc_rdma_read_response_last, 2, 2 * mtu, length, now);
     const auto wcs = send_completions();
     ASSERT_EQ(wcs.size(), 1U);
     expect_completion(wcs[0], 1, rdma::WcStatus::success);
     EXPECT_EQ(std::memcmp(local(0), data_.data(), length), 0);
+
+    answer(Opcode::rc_rdma_read_response_first, 0, 0, mtu, now); // the answer to the request
+    EXPECT_EQ(counters().duplicates, 1U);
 }
 
-// Two READs in flight; a response of the first is lost. The responder goes on answering the second
-// until our restart reaches it, and those responses are good: they used to be dropped as gaps of
-// the first READ, and the restart then asked for the second READ whole again (under loss the
-// replays lost responses in turn, and each drew another restart: a storm that ended in
-// retry_exceeded). Now each READ takes its own responses in its own order, the restart asks only
-// for what the first READ lacks, and both complete in send-queue order.
+// Two READs in flight; a response of the first is lost. The responder goes on answering the
+// second, and those responses are good: each READ takes its own, only the first READ's missing
+// response is asked for, and both complete in send-queue order.
 TEST_F(ReadCompleterTest, ALaterReadTakesItsResponsesWhileAnEarlierOneWaitsForALostOne) {
     const std::uint64_t now = tsc();
     constexpr std::size_t second_off = 8192;
@@ -318,18 +320,17 @@ TEST_F(ReadCompleterTest, ALaterReadTakesItsResponsesWhileAnEarlierOneWaitsForAL
     answer(Opcode::rc_rdma_read_response_first, 3, 0, mtu, now);
     answer(Opcode::rc_rdma_read_response_middle, 4, mtu, 2 * mtu, now);
     answer(Opcode::rc_rdma_read_response_last, 5, 2 * mtu, length, now);
-    EXPECT_EQ(counters().read_restarts, 1U);
+    EXPECT_EQ(counters().read_repairs, 1U) << "the second READ passing it asks nothing more yet";
     ASSERT_EQ(qp().send_queue.size(), 2U);
-    EXPECT_EQ(qp().send_queue.at(1).responses, 3U) << "the second READ's responses were dropped";
+    EXPECT_EQ(qp().send_queue.at(1).responses, 3U);
     EXPECT_TRUE(send_completions().empty()) << "the second READ may not complete before the first";
 
     const SentFrames again = run_requester_once(now);
-    ASSERT_EQ(again.size(), 1U) << "only the first READ is asked again";
+    ASSERT_EQ(again.size(), 1U) << "only the first READ's missing response is asked for";
     EXPECT_EQ(again[0].bth.psn, sq_psn + 1);
-    EXPECT_EQ(again[0].reth.dma_length, length - mtu);
+    EXPECT_EQ(again[0].reth.dma_length, mtu);
 
     answer(Opcode::rc_rdma_read_response_middle, 1, mtu, 2 * mtu, now);
-    answer(Opcode::rc_rdma_read_response_last, 2, 2 * mtu, length, now);
     const auto wcs = send_completions();
     ASSERT_EQ(wcs.size(), 2U);
     expect_completion(wcs[0], 1, rdma::WcStatus::success);
@@ -341,8 +342,86 @@ TEST_F(ReadCompleterTest, ALaterReadTakesItsResponsesWhileAnEarlierOneWaitsForAL
     EXPECT_EQ(qp().req.retransmit_deadline, 0U);
 }
 
+// The tail of a READ is lost, which nothing of its own shows: the first response of the next
+// READ does, and the tail alone is asked for.
+TEST_F(ReadCompleterTest, ALaterReadsResponseAsksForTheLostTailOfAnEarlierOne) {
+    const std::uint64_t now = tsc();
+    post_deferred(read_wr(2, 8192, length, peer_va + 0x10000)); // PSNs sq_psn+3 .. +5
+    ASSERT_EQ(run_requester_once(now).size(), 1U);
+    answer(Opcode::rc_rdma_read_response_first, 0, 0, mtu, now);
+    // The MIDDLE and LAST of the first READ are lost.
+    answer(Opcode::rc_rdma_read_response_first, 3, 0, mtu, now);
+    EXPECT_EQ(counters().read_repairs, 1U);
+    const SentFrames again = run_requester_once(now);
+    ASSERT_EQ(again.size(), 1U);
+    EXPECT_EQ(again[0].bth.psn, sq_psn + 1);
+    EXPECT_EQ(again[0].reth.va, peer_va + mtu);
+    EXPECT_EQ(again[0].reth.dma_length, length - mtu) << "the tail, to the READ's end";
+}
+
+// A response asked for alone can be lost too. Until its answer has had two round trips to come,
+// what passes the READ asks nothing; after that, the next that passes asks again.
+TEST_F(ReadCompleterTest, AResponseAskedForAndLostAgainIsAskedForOnceItsAnswerIsOverdue) {
+    const std::uint64_t now = tsc();
+    post_deferred(read_wr(2, 8192, length, peer_va + 0x10000));
+    ASSERT_EQ(run_requester_once(now).size(), 1U);
+    answer(Opcode::rc_rdma_read_response_first, 0, 0, mtu, now);
+    answer(Opcode::rc_rdma_read_response_last, 2, 2 * mtu, length, now);
+    ASSERT_EQ(run_requester_once(now).size(), 1U); // response 1 asked for; its answer is lost
+    answer(Opcode::rc_rdma_read_response_first, 3, 0, mtu, now);
+    EXPECT_EQ(counters().read_repairs, 1U) << "its answer may still come";
+    EXPECT_EQ(run_requester_once(now).size(), 0U);
+
+    const std::uint64_t later = now + dev().tsc_hz / 1000; // well past two round trips
+    answer(Opcode::rc_rdma_read_response_middle, 4, mtu, 2 * mtu, later);
+    EXPECT_EQ(counters().read_repairs, 2U);
+    const SentFrames again = run_requester_once(later);
+    ASSERT_EQ(again.size(), 1U);
+    EXPECT_EQ(again[0].bth.psn, sq_psn + 1);
+    EXPECT_EQ(again[0].reth.dma_length, mtu);
+}
+
+// Responses further past a missing one than the map holds are not kept; once the hole is filled,
+// the next response shows them missing, and they are asked for.
+TEST_F(CompleterRoleTest, ResponsesBeyondTheMapAreAskedForOnceItMovesOn) {
+    const std::uint64_t now = tsc();
+    constexpr std::uint32_t packets = ResponseMap::capacity + 8;
+    const std::uint32_t length = packets * mtu;
+    post_deferred(read_wr(1, 0, length, 0x50000));
+    ASSERT_EQ(run_requester_once(now).size(), 1U);
+    const std::vector<std::uint8_t> data = pattern(length, 0x44);
+    const auto answer = [&](std::uint32_t index) {
+        const Opcode opcode = index == 0             ? Opcode::rc_rdma_read_response_first
+                              : index + 1 == packets ? Opcode::rc_rdma_read_response_last
+                                                     : Opcode::rc_rdma_read_response_middle;
+        roce::FrameHeaders h = from_peer(opcode, sq_psn + index);
+        h.aeth = {roce::ack_syndrome(), 1};
+        complete_with(h, now, std::span<const std::uint8_t>(data).subspan(index * mtu, mtu));
+    };
+    for (std::uint32_t i = 1; i < ResponseMap::capacity + 4; ++i) { // response 0 is lost
+        answer(i);
+    }
+    EXPECT_EQ(counters().read_repairs, 1U);
+    ASSERT_EQ(run_requester_once(now).size(), 1U); // response 0 asked for
+    answer(0);
+    EXPECT_EQ(qp().send_queue.front().responses, ResponseMap::capacity);
+    answer(ResponseMap::capacity + 4);
+    EXPECT_EQ(counters().read_repairs, 2U);
+    const SentFrames again = run_requester_once(now);
+    ASSERT_EQ(again.size(), 1U);
+    EXPECT_EQ(again[0].bth.psn, sq_psn + ResponseMap::capacity);
+    EXPECT_EQ(again[0].reth.dma_length, 4 * mtu) << "the four not kept";
+    for (std::uint32_t i = ResponseMap::capacity; i < packets; ++i) {
+        answer(i);
+    }
+    const auto wcs = send_completions();
+    ASSERT_EQ(wcs.size(), 1U);
+    expect_completion(wcs[0], 1, rdma::WcStatus::success);
+    EXPECT_EQ(std::memcmp(local(0), data.data(), length), 0);
+}
+
 // READs answered behind one still waiting hold their place in max_rd_atomic: the responder frees
-// its resources in order, and a new READ would take the one our restart needs answered from.
+// its resources in order, and a new READ would take the one our request needs answered from.
 TEST_F(ReadCompleterTest, ReadsAnsweredBehindAWaitingOneStillCountAgainstMaxRdAtomic) {
     const std::uint64_t now = tsc();
     ASSERT_EQ(qp().attr.max_rd_atomic, 4U);

@@ -328,6 +328,77 @@ TEST_F(ResponderRoleTest, ADuplicateReadAskedFromTheMiddleIsAnsweredFromThere) {
               0);
 }
 
+// swroce's requester asks for lost responses alone. While the READ is still being answered,
+// those go first and the READ goes on from where it was; already sent, they are sent again.
+TEST_F(ResponderRoleTest, ADuplicateReadForAFewPacketsIsAnsweredAheadOfTheRestOfTheRead) {
+    // READ A (50 packets) and READ B (30): one batch of 64 takes A and B's first 14.
+    constexpr std::uint32_t packets_a = 50;
+    constexpr std::uint32_t packets_b = 30;
+    constexpr std::uint32_t psn_b = rq_psn + packets_a;
+    roce::FrameHeaders h = from_peer(Opcode::rc_rdma_read_request, rq_psn);
+    h.reth = {remote_va(0), remote_rkey(), packets_a * mtu};
+    respond_to(h);
+    h = from_peer(Opcode::rc_rdma_read_request, psn_b);
+    h.reth = {remote_va(0), remote_rkey(), packets_b * mtu};
+    respond_to(h);
+    TxBatch tx;
+    send_responses(qp(), tx);
+    ASSERT_EQ(tx.count, 64U);
+    const SentFrames first = SentFrames::take(tx);
+    constexpr std::uint32_t sent_b = 64 - packets_a;
+
+    // B's packets 20 and 21, not sent yet: B sends them in its own turn, once.
+    const auto ask = [&](std::uint32_t index) {
+        roce::FrameHeaders again = from_peer(Opcode::rc_rdma_read_request, psn_b + index);
+        again.reth = {remote_va(std::size_t{index} * mtu), remote_rkey(), 2 * mtu};
+        respond_to(again);
+    };
+    ask(20);
+    // B's packets 5 and 6, sent (and lost): they go first.
+    ask(5);
+    EXPECT_EQ(counters().duplicates, 2U);
+    const SentFrames sent = responses();
+    ASSERT_EQ(sent.size(), 2U + packets_b - sent_b) << "the two asked for, then the rest, once";
+    for (std::uint32_t i = 0; i < sent.size(); ++i) {
+        SCOPED_TRACE(i);
+        const std::uint32_t index = i < 2 ? 5 + i : sent_b + i - 2;
+        EXPECT_EQ(sent[i].bth.psn, psn_b + index);
+        ASSERT_EQ(sent[i].payload.size(), mtu);
+        EXPECT_EQ(std::memcmp(sent[i].payload.data(), remote(std::size_t{index} * mtu), mtu), 0);
+    }
+    // The opcode of its place in the READ, as rxe answers a READ asked again from the middle.
+    EXPECT_EQ(sent[0].opcode(), Opcode::rc_rdma_read_response_middle);
+    EXPECT_EQ(sent[sent.size() - 1].opcode(), Opcode::rc_rdma_read_response_last);
+    EXPECT_EQ(first[packets_a].opcode(), Opcode::rc_rdma_read_response_first);
+
+    ask(5); // lost again
+    EXPECT_EQ(responses().size(), 2U);
+    EXPECT_EQ(refused(ResponderError::bad_duplicate), 0U);
+}
+
+TEST_F(ResponderRoleTest, ADuplicateReadThatDoesNotRepeatItsReadIsDroppedAndCounted) {
+    constexpr std::uint32_t length = 3 * mtu;
+    roce::FrameHeaders h = from_peer(Opcode::rc_rdma_read_request, rq_psn);
+    h.reth = {remote_va(0), remote_rkey(), length};
+    respond_to(h);
+    ASSERT_EQ(responses().size(), 3U);
+    const auto ask = [&](std::uint32_t psn, std::uint64_t va, std::uint32_t rkey,
+                         std::uint32_t bytes) {
+        roce::FrameHeaders again = from_peer(Opcode::rc_rdma_read_request, psn);
+        again.reth = {va, rkey, bytes};
+        respond_to(again);
+        return responses().size();
+    };
+    EXPECT_EQ(ask(rq_psn + 1, remote_va(0), remote_rkey(), mtu), 0U) << "VA not its PSN's";
+    EXPECT_EQ(ask(rq_psn + 1, remote_va(mtu), remote_rkey() + 1, mtu), 0U) << "another rkey";
+    EXPECT_EQ(ask(rq_psn + 1, remote_va(mtu), remote_rkey(), 3 * mtu), 0U) << "past its end";
+    EXPECT_EQ(ask(rq_psn + 1, remote_va(mtu), remote_rkey(), mtu / 2), 0U) << "half a packet";
+    EXPECT_EQ(refused(ResponderError::bad_duplicate), 4U);
+    EXPECT_EQ(qp().state(), rdma::QpState::rts) << "a duplicate is dropped, not NAKed";
+    EXPECT_TRUE(changed_bytes().empty());
+    EXPECT_EQ(ask(rq_psn + 1, remote_va(mtu), remote_rkey(), mtu), 1U) << "a good one still is";
+}
+
 TEST_F(ResponderRoleTest, AReadBeyondItsRegionIsARemoteAccessNakAndSendsNoByte) {
     roce::FrameHeaders h = from_peer(Opcode::rc_rdma_read_request, rq_psn);
     h.reth = {remote_va(remote_length - 1000), remote_rkey(), 2000};
