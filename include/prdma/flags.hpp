@@ -4,6 +4,7 @@
 // gives it `a | b` between two of its values.
 #pragma once
 
+#include <compare>
 #include <concepts>
 #include <type_traits>
 
@@ -34,6 +35,10 @@ public:
     [[nodiscard]] constexpr bool any_of(Flags flags) const noexcept {
         return (bits_ & flags.bits_) != 0;
     }
+    // Every flag of `flags` is set here (`flags` is a subset).
+    [[nodiscard]] constexpr bool all_of(Flags flags) const noexcept {
+        return (bits_ & flags.bits_) == flags.bits_;
+    }
     [[nodiscard]] constexpr bool empty() const noexcept { return bits_ == 0; }
     constexpr explicit operator bool() const noexcept { return bits_ != 0; }
 
@@ -48,6 +53,10 @@ public:
     friend constexpr Flags operator|(Flags a, Flags b) noexcept { return a |= b; }
     friend constexpr Flags operator&(Flags a, Flags b) noexcept { return a &= b; }
     friend constexpr bool operator==(Flags a, Flags b) noexcept = default;
+    // An order, so a flag set can be part of a map's key. (clang-tidy 14 takes the defaulted
+    // operator's comparison with a literal 0 for a null pointer.)
+    // NOLINTNEXTLINE(modernize-use-nullptr)
+    friend constexpr auto operator<=>(Flags a, Flags b) noexcept = default;
 
 private:
     Bits bits_ = 0;

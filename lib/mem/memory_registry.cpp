@@ -68,7 +68,7 @@ MemoryKey MemoryRegion::lkey() const noexcept {
 
 MemoryKey MemoryRegion::rkey() const noexcept {
     const KeyEntry& e = entry();
-    if (e.state != KeyState::valid || e.lkey_only || (e.access & access_remote_any) == 0) {
+    if (e.state != KeyState::valid || e.lkey_only || !e.access.any_of(access_remote_any)) {
         return 0;
     }
     return registry_->keys_.key_of(index_);
@@ -97,7 +97,7 @@ Status MemoryRegion::export_descriptor(void* buffer, std::uint32_t* length) cons
     descriptor.rkey = remote_key;
     descriptor.address = remote_start();
     descriptor.length = remote_end() - remote_start();
-    descriptor.access = access() & access_remote_any;
+    descriptor.access = (access() & access_remote_any).bits();
     // Little-endian on the wire; x86-64 and arm64 Linux are little-endian, checked at build time.
     static_assert(std::endian::native == std::endian::little);
     std::memcpy(buffer, &descriptor, sizeof(descriptor));
@@ -192,7 +192,7 @@ Result<MemoryRegion*> MemoryRegistry::register_pages(std::uint32_t pd, const Pag
     const AccessRuleError rule = check_access_rules(access);
     if (rule != AccessRuleError::ok) {
         return Error(StatusCode::invalid_parameter,
-                     strformat("access 0x%x: %s", access,
+                     strformat("access 0x%x: %s", access.bits(),
                                std::string(access_rule_error_name(rule)).c_str()));
     }
     if (pages.length == 0 || pages.page_count() == 0) {
@@ -294,7 +294,7 @@ Result<MemoryRegion*> MemoryRegistry::allocate_fast_reg(std::uint32_t pd, std::u
     const AccessRuleError rule = check_access_rules(allowed_access);
     if (rule != AccessRuleError::ok) {
         return Error(StatusCode::invalid_parameter,
-                     strformat("access 0x%x: %s", allowed_access,
+                     strformat("access 0x%x: %s", allowed_access.bits(),
                                std::string(access_rule_error_name(rule)).c_str()));
     }
     if (max_pages == 0 || max_pages > config_.max_fast_reg_pages) {
@@ -329,7 +329,7 @@ Status MemoryRegistry::reregister(MemoryRegion& region, AccessFlags access) {
     const AccessRuleError rule = check_access_rules(access);
     if (rule != AccessRuleError::ok) {
         return Error(StatusCode::invalid_parameter,
-                     strformat("access 0x%x: %s", access,
+                     strformat("access 0x%x: %s", access.bits(),
                                std::string(access_rule_error_name(rule)).c_str()));
     }
     if (region.references_ > 1) {
@@ -410,7 +410,7 @@ FastRegResult MemoryRegistry::fast_register(MemoryRegion& region, std::uint32_t 
     if (check_access_rules(access) != AccessRuleError::ok) {
         return FastRegResult::bad_access;
     }
-    if ((access & ~region.allowed_access_) != 0) {
+    if (!region.allowed_access_.all_of(access)) {
         return FastRegResult::access_violation;
     }
     PageListError error = check_fast_reg(request, region.max_pages_);

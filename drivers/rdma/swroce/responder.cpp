@@ -243,7 +243,7 @@ bool check_resources(SwroceQp& qp, const Request& r) noexcept {
 // Checks an rkey for `access` over [va, va + length); false (NAKed) when refused.
 bool check_rkey(SwroceQp& qp, const Request& r, mem::MemoryKey rkey, mem::AccessFlags access,
                 std::uint64_t va, std::uint32_t length, const mem::KeyEntry** entry) noexcept {
-    if ((qp.attr.access & access) == 0) {
+    if (!qp.attr.access.any_of(access)) {
         refuse(qp, r, ResponderError::qp_access, roce::NakCode::remote_access_error);
         return false;
     }

@@ -4,18 +4,32 @@
 #include <cstdint>
 #include <string_view>
 
+#include <prdma/flags.hpp>
+
 namespace prdma::mem {
 
-enum Access : std::uint32_t {
-    access_none = 0,
-    access_local_write = 1U << 0,
-    access_remote_write = 1U << 1,
-    access_remote_read = 1U << 2,
-    access_remote_atomic = 1U << 3,
+// The bits are verbs' IBV_ACCESS_* where verbs has them (local write, remote write, remote read,
+// remote atomic), so a mask converts with bits() / from_bits().
+enum class Access : std::uint32_t {
+    none = 0,
+    local_write = 1U << 0,
+    remote_write = 1U << 1,
+    remote_read = 1U << 2,
+    remote_atomic = 1U << 3,
     // Local read is always allowed; listed so a check can name it.
-    access_local_read = 1U << 4,
+    local_read = 1U << 4,
 };
-using AccessFlags = std::uint32_t;
+constexpr bool prdma_flag_enum(Access) {
+    return true;
+}
+using AccessFlags = Flags<Access>;
+
+inline constexpr Access access_none = Access::none;
+inline constexpr Access access_local_write = Access::local_write;
+inline constexpr Access access_remote_write = Access::remote_write;
+inline constexpr Access access_remote_read = Access::remote_read;
+inline constexpr Access access_remote_atomic = Access::remote_atomic;
+inline constexpr Access access_local_read = Access::local_read;
 
 inline constexpr AccessFlags access_remote_any =
     access_remote_write | access_remote_read | access_remote_atomic;
@@ -38,11 +52,11 @@ enum class AccessRuleError : std::uint8_t {
 // flag for it: seed 002's WSP regions (the registering process owns the buffer) and the DMA MR
 // (seed 004).
 constexpr AccessRuleError check_access_rules(AccessFlags access) {
-    if ((access & ~access_all) != 0) {
+    if ((access.bits() & ~access_all.bits()) != 0) {
         return AccessRuleError::unknown_flags;
     }
-    if ((access & (access_remote_write | access_remote_atomic)) != 0 &&
-        (access & access_local_write) == 0) {
+    if (access.any_of(access_remote_write | access_remote_atomic) &&
+        !access.has(access_local_write)) {
         return AccessRuleError::remote_write_needs_local_write;
     }
     return AccessRuleError::ok;

@@ -157,7 +157,7 @@ public:
         if (PRDMA_UNLIKELY(e.pd != request.pd && !e.any_pd)) {
             return KeyCheck::wrong_pd;
         }
-        if (PRDMA_UNLIKELY((request.access & access_remote_any) != 0 && e.lkey_only)) {
+        if (PRDMA_UNLIKELY(request.access.any_of(access_remote_any) && e.lkey_only)) {
             return KeyCheck::lkey_only;
         }
         // Local use too (seed 002: only that connection, only while it is established). A QP
@@ -166,7 +166,7 @@ public:
                            e.bound_connection != request.connection)) {
             return KeyCheck::wrong_connection;
         }
-        if (PRDMA_UNLIKELY((request.access & ~(e.access | access_local_read)) != 0)) {
+        if (PRDMA_UNLIKELY(!(e.access | access_local_read).all_of(request.access))) {
             return KeyCheck::access_denied;
         }
         // addr itself must be inside even for a zero-length access: host(addr) follows.

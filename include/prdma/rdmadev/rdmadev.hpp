@@ -259,7 +259,7 @@ struct QpCaps {
 struct QpAttr {
     QpState state = QpState::reset;
     QpState cur_state = QpState::reset;
-    AccessFlags access = 0; // remote access the QP grants (IBV_ACCESS_REMOTE_*)
+    AccessFlags access; // remote access the QP grants (IBV_ACCESS_REMOTE_*)
     std::uint8_t port = 1;
     Mtu path_mtu = Mtu::mtu_1024;
     Gid dest_gid{};

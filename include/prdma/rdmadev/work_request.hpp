@@ -67,7 +67,7 @@ struct FastRegFields {
     std::uint32_t page_count = 0;
     std::uint32_t first_byte_offset = 0;
     mem::MemoryKey key = 0; // the region's key with its new variant (mem::next_key)
-    AccessFlags access = 0;
+    AccessFlags access;
     std::uint8_t page_shift = 12;
 };
 

@@ -613,7 +613,7 @@ TEST_F(SeedSemantics, RemoteWriteWithoutLocalWriteIsRefusedOnEveryEntryPoint) {
     for (const AccessFlags access :
          {AccessFlags{mem::access_remote_write}, AccessFlags{mem::access_remote_atomic},
           mem::access_from_ndk_flags(ndk_remote_bit)}) {
-        SCOPED_TRACE(access);
+        SCOPED_TRACE(access.bits());
         EXPECT_EQ(pd.register_memory(b_->data(), 4096, access).code(),
                   StatusCode::invalid_parameter);
         EXPECT_EQ(pd.register_virtual({&piece, 1}, 12, access).code(),

@@ -575,9 +575,9 @@ constexpr std::array<AccessFlags, 9> valid_accesses{
 };
 
 constexpr std::array<AccessFlags, 3> invalid_accesses{
-    access_remote_write,                       // remote write without local write
-    access_remote_atomic | access_remote_read, // atomic without local write
-    access_local_write | (1U << 9),            // unknown bit
+    access_remote_write,                                  // remote write without local write
+    access_remote_atomic | access_remote_read,            // atomic without local write
+    access_local_write | AccessFlags::from_bits(1U << 9), // unknown bit
 };
 
 class RegistryModel {
@@ -672,7 +672,7 @@ void RegistryModel::op_register() {
     auto result =
         registry_->register_pages(pd, pages, access, RegionKind::virtual_range, bound, deduplicate);
     if (check_access_rules(access) != AccessRuleError::ok) {
-        ASSERT_FALSE(result.ok()) << "access " << hex(access) << " breaks the IBTA rules";
+        ASSERT_FALSE(result.ok()) << "access " << hex(access.bits()) << " breaks the IBTA rules";
         ASSERT_EQ(result.code(), StatusCode::invalid_parameter);
         ++ops_["register: bad access"];
         return;
@@ -821,7 +821,7 @@ void RegistryModel::op_fast_register() {
     AccessFlags access = access_local_read;
     for (int tries = 0; tries < 8; ++tries) {
         const AccessFlags candidate = valid_accesses[pick(rng_, 0, valid_accesses.size() - 1)];
-        if ((candidate & ~m.allowed) == 0) {
+        if (m.allowed.all_of(candidate)) {
             access = candidate;
             break;
         }
@@ -873,7 +873,7 @@ void RegistryModel::op_fast_register() {
         break;
     case Defect::beyond_allowed:
         for (const AccessFlags candidate : valid_accesses) {
-            if ((candidate & ~m.allowed) != 0) {
+            if (!m.allowed.all_of(candidate)) {
                 access = candidate;
                 break;
             }
@@ -950,7 +950,7 @@ void RegistryModel::op_fast_register() {
         expected = FastRegResult::variant_not_changed;
     } else if (check_access_rules(access) != AccessRuleError::ok) {
         expected = FastRegResult::bad_access;
-    } else if ((access & ~m.allowed) != 0) {
+    } else if (!m.allowed.all_of(access)) {
         expected = FastRegResult::access_violation;
     } else if (page_defect != PageListError::ok) {
         expected = FastRegResult::bad_page_list;
@@ -1102,7 +1102,7 @@ void RegistryModel::check_regions() {
         ++live;
         const MemoryRegion& region = *m.region;
         ASSERT_EQ(region.lkey(), make_key(i, m.variant)) << "index " << i;
-        ASSERT_EQ(region.rkey(), m.state == KeyState::valid && (m.access & access_remote_any) != 0
+        ASSERT_EQ(region.rkey(), m.state == KeyState::valid && m.access.any_of(access_remote_any)
                                      ? region.lkey()
                                      : 0U)
             << "index " << i;
@@ -1150,7 +1150,7 @@ Expected RegistryModel::expected_check(const KeyAccess& request) const {
     if (m.bound != any_connection && m.bound != request.connection) {
         return {KeyCheck::wrong_connection};
     }
-    if ((request.access & ~(m.access | access_local_read)) != 0) {
+    if (!(m.access | access_local_read).all_of(request.access)) {
         return {KeyCheck::access_denied};
     }
     // addr itself is inside even for zero-length accesses (host(addr) follows a check).
@@ -1182,7 +1182,9 @@ KeyAccess RegistryModel::random_request(MemoryKey key) {
     request.access = asks[pick(rng_, 0, asks.size() - 1)];
     if (m != nullptr && coin(rng_, 0.5)) {
         // Something the entry allows, so that the later checks are reached often.
-        request.access = m->access & static_cast<AccessFlags>(pick(rng_, 0, access_all));
+        request.access =
+            m->access &
+            AccessFlags::from_bits(static_cast<std::uint32_t>(pick(rng_, 0, access_all.bits())));
     }
     if (m == nullptr || m->length == 0) {
         request.addr = pick(rng_, 0, bit(40));
@@ -1239,7 +1241,7 @@ void RegistryModel::check_lookup(MemoryKey key, const IssuedKey* issued) {
     ++checks_[static_cast<std::size_t>(result)];
     ASSERT_EQ(result, expected.check)
         << "key " << hex(key) << " pd " << request.pd << " connection " << request.connection
-        << " access " << hex(request.access) << " [" << hex(request.addr) << ", +"
+        << " access " << hex(request.access.bits()) << " [" << hex(request.addr) << ", +"
         << hex(request.length) << "): got " << key_check_name(result) << ", expected "
         << key_check_name(expected.check);
     if (result == KeyCheck::ok && request.length > 0) {
