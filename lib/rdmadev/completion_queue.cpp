@@ -18,12 +18,7 @@ CompletionQueue::CompletionQueue(CompletionQueue&& other) noexcept
     : CqQueue(other.device_, std::exchange(other.driver_, nullptr)),
       cq_(std::exchange(other.cq_, nullptr)) {}
 CompletionQueue& CompletionQueue::operator=(CompletionQueue&& other) noexcept {
-    if (this != &other) {
-        release();
-        cq_ = std::exchange(other.cq_, nullptr);
-        device_ = other.device_;
-        driver_ = std::exchange(other.driver_, nullptr);
-    }
+    detail::move_assign(*this, std::move(other));
     return *this;
 }
 CompletionQueue::~CompletionQueue() {

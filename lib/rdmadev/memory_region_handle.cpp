@@ -16,11 +16,7 @@ MemoryRegionHandle::MemoryRegionHandle(MrObject* mr) : mr_(mr), region_(mr->regi
 MemoryRegionHandle::MemoryRegionHandle(MemoryRegionHandle&& other) noexcept
     : mr_(std::exchange(other.mr_, nullptr)), region_(std::exchange(other.region_, nullptr)) {}
 MemoryRegionHandle& MemoryRegionHandle::operator=(MemoryRegionHandle&& other) noexcept {
-    if (this != &other) {
-        release();
-        mr_ = std::exchange(other.mr_, nullptr);
-        region_ = std::exchange(other.region_, nullptr);
-    }
+    detail::move_assign(*this, std::move(other));
     return *this;
 }
 MemoryRegionHandle::~MemoryRegionHandle() {

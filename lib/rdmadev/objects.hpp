@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include <prdma/rdmadev/driver.hpp>
 #include <prdma/rdmadev/rdmadev.hpp>
@@ -141,6 +142,17 @@ Result<Handle> handle_or_error(Make make) {
         return status.error();
     }
     return handle;
+}
+
+// Every handle's move assignment: what it held goes as its destructor lets it go (destroyed, or
+// left to the context while the device still works on it), then it is moved from `other`, which
+// is left empty.
+template <typename Handle>
+void move_assign(Handle& self, std::type_identity_t<Handle>&& other) noexcept {
+    if (&self != &other) {
+        std::destroy_at(&self);
+        std::construct_at(&self, std::move(other));
+    }
 }
 
 } // namespace prdma::rdma::detail

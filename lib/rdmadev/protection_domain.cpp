@@ -53,10 +53,7 @@ Status check_wsp_access(mem::WspAccess access) {
 ProtectionDomain::ProtectionDomain(ProtectionDomain&& other) noexcept
     : pd_(std::exchange(other.pd_, nullptr)) {}
 ProtectionDomain& ProtectionDomain::operator=(ProtectionDomain&& other) noexcept {
-    if (this != &other) {
-        release();
-        pd_ = std::exchange(other.pd_, nullptr);
-    }
+    detail::move_assign(*this, std::move(other));
     return *this;
 }
 ProtectionDomain::~ProtectionDomain() {
@@ -86,11 +83,6 @@ Status ProtectionDomain::destroy() {
     std::unique_ptr<PdObject> owned(std::exchange(pd_, nullptr));
     --owned->context->resources.pds;
     return {};
-}
-
-Status ProtectionDomain::adopt(Result<mem::MemoryRegion*> region, std::uint64_t request_id,
-                               MemoryRegionHandle& out) {
-    return adopt(*pd_, std::move(region), request_id, out);
 }
 
 Status ProtectionDomain::adopt(PdObject& pd, Result<mem::MemoryRegion*> region,
@@ -130,147 +122,93 @@ Status ProtectionDomain::adopt(PdObject& pd, Result<mem::MemoryRegion*> region,
     return {};
 }
 
-Status ProtectionDomain::register_pages(MemoryRegionHandle& out, const void* addr,
-                                        std::size_t length, AccessFlags access,
-                                        std::uint64_t request_id) {
-    auto device = registering_device(pd_);
-    if (!device) {
-        return device.error();
-    }
-    driver::Device* dev = device.value();
-    mem::PageList pages;
-    const mem::PageListError error = mem::build_dma_page_list(addr, length, pages);
-    if (error != mem::PageListError::ok) {
-        return mem::page_list_error(error, "register_memory");
-    }
-    return adopt(dev->registry->register_pages(pd_->id, pages, access), request_id, out);
+template <typename RegistryCall>
+Result<MemoryRegionHandle> ProtectionDomain::register_through(std::uint64_t request_id,
+                                                              RegistryCall&& registry_call) {
+    return detail::handle_or_error<MemoryRegionHandle>([&](MemoryRegionHandle& handle) -> Status {
+        auto device = registering_device(pd_);
+        if (!device) {
+            return device.error();
+        }
+        return adopt(*pd_, registry_call(*device.value()), request_id, handle);
+    });
 }
 
 Result<MemoryRegionHandle> ProtectionDomain::register_memory(const void* addr, std::size_t length,
                                                              AccessFlags access,
                                                              std::uint64_t request_id) {
-    return detail::handle_or_error<MemoryRegionHandle>([&](MemoryRegionHandle& handle) {
-        return register_pages(handle, addr, length, access, request_id);
+    return register_through(request_id, [&](driver::Device& dev) -> Result<mem::MemoryRegion*> {
+        mem::PageList pages;
+        const mem::PageListError error = mem::build_dma_page_list(addr, length, pages);
+        if (error != mem::PageListError::ok) {
+            return mem::page_list_error(error, "register_memory");
+        }
+        return dev.registry->register_pages(pd_->id, pages, access);
     });
-}
-
-Status ProtectionDomain::connection_region(MemoryRegionHandle& out, const QueuePair& qp,
-                                           const void* addr, std::size_t length,
-                                           mem::WspAccess access, std::uint64_t request_id) {
-    if (pd_ == nullptr || !qp) {
-        return Error(StatusCode::invalid_parameter, "the PD or the QP is not allocated");
-    }
-    if (Status flags = check_wsp_access(access); !flags.ok()) {
-        return flags;
-    }
-    driver::Device* dev = detail::live_device(*pd_->context);
-    if (dev == nullptr) {
-        return detail::device_removed_error(pd_->context->device);
-    }
-    if (qp.qp_->pd != pd_) {
-        return Error(StatusCode::invalid_parameter, "the QP belongs to another PD");
-    }
-    if (dev->config.ops->qp_connection == nullptr) {
-        return Error(StatusCode::not_supported, "the device has no connection-bound regions");
-    }
-    // The driver's connection, not the class's copy of the state: the engine may have moved the
-    // QP to ERR on its own since the last modify.
-    const mem::ConnectionId connection = dev->config.ops->qp_connection(*dev, qp.qp_->driver);
-    const QpState state = qp.qp_->attr.state;
-    if (connection == mem::no_connection || (state != QpState::rtr && state != QpState::rts)) {
-        return Error(StatusCode::not_connected,
-                     strformat("QP %u is not connected (%s): seed 002 registers memory for a "
-                               "connected socket only",
-                               qp.qp_->qpn, std::string(qp_state_name(state)).c_str()));
-    }
-    mem::PageList pages;
-    const mem::PageListError error = mem::build_dma_page_list(addr, length, pages);
-    if (error != mem::PageListError::ok) {
-        return mem::page_list_error(error, "register_for_connection");
-    }
-    return adopt(dev->registry->register_pages(pd_->id, pages, mem::access_from_wsp(access),
-                                               mem::RegionKind::virtual_range, connection),
-                 request_id, out);
 }
 
 Result<MemoryRegionHandle>
 ProtectionDomain::register_for_connection(const QueuePair& qp, const void* addr, std::size_t length,
                                           mem::WspAccess access, std::uint64_t request_id) {
-    return detail::handle_or_error<MemoryRegionHandle>([&](MemoryRegionHandle& handle) {
-        return connection_region(handle, qp, addr, length, access, request_id);
-    });
-}
-
-Status ProtectionDomain::sgl_region(MemoryRegionHandle& out, std::span<const mem::SglElement> sgl,
-                                    unsigned page_shift, AccessFlags access,
-                                    std::uint64_t request_id) {
-    auto device = registering_device(pd_);
-    if (!device) {
-        return device.error();
+    if (pd_ == nullptr || !qp) {
+        return Error(StatusCode::invalid_parameter, "the PD or the QP is not allocated");
     }
-    driver::Device* dev = device.value();
-    return adopt(dev->registry->register_sgl(pd_->id, sgl, page_shift, access), request_id, out);
+    if (Status flags = check_wsp_access(access); !flags.ok()) {
+        return flags.error();
+    }
+    return register_through(request_id, [&](driver::Device& dev) -> Result<mem::MemoryRegion*> {
+        if (qp.qp_->pd != pd_) {
+            return Error(StatusCode::invalid_parameter, "the QP belongs to another PD");
+        }
+        if (dev.config.ops->qp_connection == nullptr) {
+            return Error(StatusCode::not_supported, "the device has no connection-bound regions");
+        }
+        // The driver's connection, not the class's copy of the state: the engine may have moved
+        // the QP to ERR on its own since the last modify.
+        const mem::ConnectionId connection = dev.config.ops->qp_connection(dev, qp.qp_->driver);
+        const QpState state = qp.qp_->attr.state;
+        if (connection == mem::no_connection || (state != QpState::rtr && state != QpState::rts)) {
+            return Error(StatusCode::not_connected,
+                         strformat("QP %u is not connected (%s): seed 002 registers memory for a "
+                                   "connected socket only",
+                                   qp.qp_->qpn, std::string(qp_state_name(state)).c_str()));
+        }
+        mem::PageList pages;
+        const mem::PageListError error = mem::build_dma_page_list(addr, length, pages);
+        if (error != mem::PageListError::ok) {
+            return mem::page_list_error(error, "register_for_connection");
+        }
+        return dev.registry->register_pages(pd_->id, pages, mem::access_from_wsp(access),
+                                            mem::RegionKind::virtual_range, connection);
+    });
 }
 
 Result<MemoryRegionHandle> ProtectionDomain::register_sgl(std::span<const mem::SglElement> sgl,
                                                           unsigned page_shift, AccessFlags access,
                                                           std::uint64_t request_id) {
-    return detail::handle_or_error<MemoryRegionHandle>([&](MemoryRegionHandle& handle) {
-        return sgl_region(handle, sgl, page_shift, access, request_id);
+    return register_through(request_id, [&](driver::Device& dev) {
+        return dev.registry->register_sgl(pd_->id, sgl, page_shift, access);
     });
-}
-
-Status ProtectionDomain::virtual_region(MemoryRegionHandle& out,
-                                        std::span<const mem::VirtualPiece> pieces,
-                                        unsigned page_shift, AccessFlags access,
-                                        std::uint64_t request_id) {
-    auto device = registering_device(pd_);
-    if (!device) {
-        return device.error();
-    }
-    driver::Device* dev = device.value();
-    return adopt(dev->registry->register_virtual(pd_->id, pieces, page_shift, access), request_id,
-                 out);
 }
 
 Result<MemoryRegionHandle>
 ProtectionDomain::register_virtual(std::span<const mem::VirtualPiece> pieces, unsigned page_shift,
                                    AccessFlags access, std::uint64_t request_id) {
-    return detail::handle_or_error<MemoryRegionHandle>([&](MemoryRegionHandle& handle) {
-        return virtual_region(handle, pieces, page_shift, access, request_id);
+    return register_through(request_id, [&](driver::Device& dev) {
+        return dev.registry->register_virtual(pd_->id, pieces, page_shift, access);
     });
 }
 
-Status ProtectionDomain::dma_region(MemoryRegionHandle& out, std::uint64_t request_id) {
-    auto device = registering_device(pd_);
-    if (!device) {
-        return device.error();
-    }
-    driver::Device* dev = device.value();
-    return adopt(dev->registry->get_dma_region(pd_->id), request_id, out);
-}
-
 Result<MemoryRegionHandle> ProtectionDomain::get_dma_region(std::uint64_t request_id) {
-    return detail::handle_or_error<MemoryRegionHandle>(
-        [&](MemoryRegionHandle& handle) { return dma_region(handle, request_id); });
-}
-
-Status ProtectionDomain::alloc_fast_reg(MemoryRegionHandle& out, std::uint32_t max_pages,
-                                        AccessFlags allowed_access, std::uint64_t request_id) {
-    auto device = registering_device(pd_);
-    if (!device) {
-        return device.error();
-    }
-    driver::Device* dev = device.value();
-    return adopt(dev->registry->allocate_fast_reg(pd_->id, max_pages, allowed_access), request_id,
-                 out);
+    return register_through(
+        request_id, [&](driver::Device& dev) { return dev.registry->get_dma_region(pd_->id); });
 }
 
 Result<MemoryRegionHandle> ProtectionDomain::alloc_fast_reg_region(std::uint32_t max_pages,
                                                                    AccessFlags allowed_access,
                                                                    std::uint64_t request_id) {
-    return detail::handle_or_error<MemoryRegionHandle>([&](MemoryRegionHandle& handle) {
-        return alloc_fast_reg(handle, max_pages, allowed_access, request_id);
+    return register_through(request_id, [&](driver::Device& dev) {
+        return dev.registry->allocate_fast_reg(pd_->id, max_pages, allowed_access);
     });
 }
 

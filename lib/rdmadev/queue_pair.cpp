@@ -18,12 +18,7 @@ QueuePair::QueuePair(QueuePair&& other) noexcept
     : QpQueue(other.device_, std::exchange(other.driver_, nullptr)),
       qp_(std::exchange(other.qp_, nullptr)) {}
 QueuePair& QueuePair::operator=(QueuePair&& other) noexcept {
-    if (this != &other) {
-        release();
-        qp_ = std::exchange(other.qp_, nullptr);
-        device_ = other.device_;
-        driver_ = std::exchange(other.driver_, nullptr);
-    }
+    detail::move_assign(*this, std::move(other));
     return *this;
 }
 QueuePair::~QueuePair() {

@@ -201,23 +201,16 @@ private:
     friend class Context;
     friend class QueuePair;
     explicit ProtectionDomain(detail::PdObject* pd) : pd_(pd) {}
-    // Wraps a new registration in `out`, counts it against this PD and its context, and tells
-    // the device (which may pend when `request_id` allows it).
-    Status adopt(Result<mem::MemoryRegion*> region, std::uint64_t request_id,
-                 MemoryRegionHandle& out);
+    // Wraps a new registration in `out`, counts it against `pd` and its context, and tells the
+    // device (which may pend when `request_id` allows it).
     static Status adopt(detail::PdObject& pd, Result<mem::MemoryRegion*> region,
                         std::uint64_t request_id, MemoryRegionHandle& out);
-    Status virtual_region(MemoryRegionHandle& out, std::span<const mem::VirtualPiece> pieces,
-                          unsigned page_shift, AccessFlags access, std::uint64_t request_id);
-    Status register_pages(MemoryRegionHandle& out, const void* addr, std::size_t length,
-                          AccessFlags access, std::uint64_t request_id);
-    Status alloc_fast_reg(MemoryRegionHandle& out, std::uint32_t max_pages,
-                          AccessFlags allowed_access, std::uint64_t request_id);
-    Status connection_region(MemoryRegionHandle& out, const QueuePair& qp, const void* addr,
-                             std::size_t length, mem::WspAccess access, std::uint64_t request_id);
-    Status sgl_region(MemoryRegionHandle& out, std::span<const mem::SglElement> sgl,
-                      unsigned page_shift, AccessFlags access, std::uint64_t request_id);
-    Status dma_region(MemoryRegionHandle& out, std::uint64_t request_id);
+    // Every registration above: the PD and its device checked, the device's registry asked
+    // through `registry_call` (given the device), what it made adopted. Defined and used in
+    // protection_domain.cpp only.
+    template <typename RegistryCall>
+    Result<MemoryRegionHandle> register_through(std::uint64_t request_id,
+                                                RegistryCall&& registry_call);
     void release() noexcept; // destroy, or hand the PD to its last child
     detail::PdObject* pd_ = nullptr;
 };
