@@ -116,7 +116,7 @@ int print_rdma_devices() {
                     attr.max_qp_wr, attr.max_sge, attr.max_cqe, attr.max_mr,
                     static_cast<unsigned long long>(attr.max_mr_size),
                     static_cast<unsigned long long>(attr.page_size_support), attr.max_qp_rd_atomic,
-                    attr.capability_flags, attr.max_queue_groups);
+                    attr.capability_flags.bits(), attr.max_queue_groups);
         const auto* port = rdma::attr_at<rdma::PortAttr>(buffer.data(), attr.port_attr_offset);
         for (unsigned p = 0; p < attr.port_count; ++p) {
             const auto* gid = rdma::attr_at<rdma::Gid>(port, port->gid_table_offset);

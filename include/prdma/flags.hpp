@@ -39,6 +39,10 @@ public:
     [[nodiscard]] constexpr bool all_of(Flags flags) const noexcept {
         return (bits_ & flags.bits_) == flags.bits_;
     }
+    // These flags but those of `flags`.
+    [[nodiscard]] constexpr Flags without(Flags flags) const noexcept {
+        return from_bits(static_cast<Bits>(bits_ & ~flags.bits_));
+    }
     [[nodiscard]] constexpr bool empty() const noexcept { return bits_ == 0; }
     constexpr explicit operator bool() const noexcept { return bits_ != 0; }
 

@@ -246,48 +246,48 @@ void finish_request(ContextState& context, const driver::ControlToken& token, St
 
 namespace driver {
 
-void merge_qp_attr(QpAttr& current, const QpAttr& attr, std::uint32_t mask) {
-    if ((mask & qp_attr_access_flags) != 0) {
+void merge_qp_attr(QpAttr& current, const QpAttr& attr, QpAttrMask mask) {
+    if (mask.has(qp_attr_access_flags)) {
         current.access = attr.access;
     }
-    if ((mask & qp_attr_port) != 0) {
+    if (mask.has(qp_attr_port)) {
         current.port = attr.port;
     }
-    if ((mask & qp_attr_path_mtu) != 0) {
+    if (mask.has(qp_attr_path_mtu)) {
         current.path_mtu = attr.path_mtu;
     }
-    if ((mask & qp_attr_dest) != 0) {
+    if (mask.has(qp_attr_dest)) {
         current.dest_gid = attr.dest_gid;
         current.dest_mac = attr.dest_mac;
     }
-    if ((mask & qp_attr_dest_qpn) != 0) {
+    if (mask.has(qp_attr_dest_qpn)) {
         current.dest_qpn = attr.dest_qpn;
     }
-    if ((mask & qp_attr_rq_psn) != 0) {
+    if (mask.has(qp_attr_rq_psn)) {
         current.rq_psn = attr.rq_psn;
     }
-    if ((mask & qp_attr_sq_psn) != 0) {
+    if (mask.has(qp_attr_sq_psn)) {
         current.sq_psn = attr.sq_psn;
     }
-    if ((mask & qp_attr_timeout) != 0) {
+    if (mask.has(qp_attr_timeout)) {
         current.timeout = attr.timeout;
     }
-    if ((mask & qp_attr_retry_cnt) != 0) {
+    if (mask.has(qp_attr_retry_cnt)) {
         current.retry_cnt = attr.retry_cnt;
     }
-    if ((mask & qp_attr_rnr_retry) != 0) {
+    if (mask.has(qp_attr_rnr_retry)) {
         current.rnr_retry = attr.rnr_retry;
     }
-    if ((mask & qp_attr_min_rnr_timer) != 0) {
+    if (mask.has(qp_attr_min_rnr_timer)) {
         current.min_rnr_timer = attr.min_rnr_timer;
     }
-    if ((mask & qp_attr_max_rd_atomic) != 0) {
+    if (mask.has(qp_attr_max_rd_atomic)) {
         current.max_rd_atomic = attr.max_rd_atomic;
     }
-    if ((mask & qp_attr_max_dest_rd_atomic) != 0) {
+    if (mask.has(qp_attr_max_dest_rd_atomic)) {
         current.max_dest_rd_atomic = attr.max_dest_rd_atomic;
     }
-    if ((mask & qp_attr_state) != 0) {
+    if (mask.has(qp_attr_state)) {
         current.state = attr.state;
         current.cur_state = attr.state;
     }

@@ -100,7 +100,7 @@ struct QpObject {
     QpCaps caps{};
     QpAttr attr{};
     // A modify that returned pending: applied when its completion arrives.
-    std::optional<std::pair<QpAttr, std::uint32_t>> pending_modify;
+    std::optional<std::pair<QpAttr, QpAttrMask>> pending_modify;
     bool creating = false;       // create returned pending
     bool handle_dropped = false; // dropped while creating: destroyed once created
     bool destroying = false;     // destroy returned pending; the context frees it on completion

@@ -84,9 +84,9 @@ Status QueuePair::connect(const ConnectionDescriptor& peer, const ConnectOptions
                                std::string(qp_state_name(from)).c_str()));
     }
     if (state() == QpState::init) {
-        constexpr std::uint32_t mask = qp_attr_state | qp_attr_path_mtu | qp_attr_dest |
-                                       qp_attr_dest_qpn | qp_attr_rq_psn |
-                                       qp_attr_max_dest_rd_atomic | qp_attr_min_rnr_timer;
+        constexpr QpAttrMask mask = qp_attr_state | qp_attr_path_mtu | qp_attr_dest |
+                                    qp_attr_dest_qpn | qp_attr_rq_psn | qp_attr_max_dest_rd_atomic |
+                                    qp_attr_min_rnr_timer;
         if (Status status = modify(rtr_attributes(peer, options), mask, request_id); !status.ok()) {
             return status; // pending: ARP; connect() again once it completes
         }

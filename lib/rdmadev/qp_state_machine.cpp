@@ -6,12 +6,12 @@ namespace prdma::rdma {
 
 namespace {
 
-constexpr std::uint32_t rtr_required = qp_attr_dest | qp_attr_path_mtu | qp_attr_dest_qpn |
-                                       qp_attr_rq_psn | qp_attr_max_dest_rd_atomic |
-                                       qp_attr_min_rnr_timer;
-constexpr std::uint32_t rts_required = qp_attr_sq_psn | qp_attr_timeout | qp_attr_retry_cnt |
-                                       qp_attr_rnr_retry | qp_attr_max_rd_atomic;
-constexpr std::uint32_t rts_optional =
+constexpr QpAttrMask rtr_required = qp_attr_dest | qp_attr_path_mtu | qp_attr_dest_qpn |
+                                    qp_attr_rq_psn | qp_attr_max_dest_rd_atomic |
+                                    qp_attr_min_rnr_timer;
+constexpr QpAttrMask rts_required = qp_attr_sq_psn | qp_attr_timeout | qp_attr_retry_cnt |
+                                    qp_attr_rnr_retry | qp_attr_max_rd_atomic;
+constexpr QpAttrMask rts_optional =
     qp_attr_cur_state | qp_attr_access_flags | qp_attr_min_rnr_timer;
 
 } // namespace
@@ -19,17 +19,17 @@ constexpr std::uint32_t rts_optional =
 TransitionRule transition_rule(QpState from, QpState to) {
     // Any state may go to RESET or ERR with nothing else (IBTA 11.2.5).
     if (to == QpState::reset || to == QpState::err) {
-        return {true, 0, 0};
+        return {true, {}, {}};
     }
     switch (from) {
     case QpState::reset:
         if (to == QpState::init) {
-            return {true, qp_attr_port | qp_attr_access_flags, 0};
+            return {true, qp_attr_port | qp_attr_access_flags, {}};
         }
         break;
     case QpState::init:
         if (to == QpState::init) {
-            return {true, 0, qp_attr_port | qp_attr_access_flags};
+            return {true, {}, qp_attr_port | qp_attr_access_flags};
         }
         if (to == QpState::rtr) {
             return {true, rtr_required, qp_attr_access_flags};
@@ -42,25 +42,26 @@ TransitionRule transition_rule(QpState from, QpState to) {
         break;
     case QpState::rts:
         if (to == QpState::rts) {
-            return {true, 0, rts_optional};
+            return {true, {}, rts_optional};
         }
         if (to == QpState::sqd) {
-            return {true, 0, 0};
+            return {true, {}, {}};
         }
         break;
     case QpState::sqd:
         if (to == QpState::rts) {
-            return {true, 0, rts_optional};
+            return {true, {}, rts_optional};
         }
         if (to == QpState::sqd) {
-            return {true, 0,
+            return {true,
+                    {},
                     rts_optional | qp_attr_timeout | qp_attr_retry_cnt | qp_attr_rnr_retry |
                         qp_attr_max_rd_atomic | qp_attr_max_dest_rd_atomic | qp_attr_path_mtu};
         }
         break;
     case QpState::sqe:
         if (to == QpState::rts) {
-            return {true, 0, qp_attr_cur_state | qp_attr_access_flags};
+            return {true, {}, qp_attr_cur_state | qp_attr_access_flags};
         }
         break;
     case QpState::err:
@@ -69,30 +70,30 @@ TransitionRule transition_rule(QpState from, QpState to) {
     return {};
 }
 
-std::string check_transition(QpState from, QpState to, std::uint32_t mask) {
+std::string check_transition(QpState from, QpState to, QpAttrMask mask) {
     const TransitionRule rule = transition_rule(from, to);
     if (!rule.legal) {
         return strformat("%s -> %s is not a legal queue-pair transition",
                          std::string(qp_state_name(from)).c_str(),
                          std::string(qp_state_name(to)).c_str());
     }
-    const std::uint32_t given = mask & ~qp_attr_state;
-    const std::uint32_t missing = rule.required & ~given;
-    if (missing != 0) {
+    const QpAttrMask given = mask.without(qp_attr_state);
+    const QpAttrMask missing = rule.required.without(given);
+    if (!missing.empty()) {
         return strformat("%s -> %s needs %s", std::string(qp_state_name(from)).c_str(),
                          std::string(qp_state_name(to)).c_str(),
                          qp_attr_mask_names(missing).c_str());
     }
-    const std::uint32_t extra = given & ~(rule.required | rule.optional);
-    if (extra != 0) {
+    const QpAttrMask extra = given.without(rule.required | rule.optional);
+    if (!extra.empty()) {
         return strformat("%s -> %s does not take %s", std::string(qp_state_name(from)).c_str(),
                          std::string(qp_state_name(to)).c_str(), qp_attr_mask_names(extra).c_str());
     }
     return {};
 }
 
-std::string qp_attr_mask_names(std::uint32_t mask) {
-    static constexpr std::pair<std::uint32_t, const char*> names[] = {
+std::string qp_attr_mask_names(QpAttrMask mask) {
+    static constexpr std::pair<QpAttrField, const char*> names[] = {
         {qp_attr_state, "state"},
         {qp_attr_access_flags, "access_flags"},
         {qp_attr_port, "port"},
@@ -111,12 +112,12 @@ std::string qp_attr_mask_names(std::uint32_t mask) {
     };
     std::string text;
     for (const auto& [bit, name] : names) {
-        if ((mask & bit) != 0) {
+        if (mask.has(bit)) {
             text += text.empty() ? "" : "|";
             text += name;
         }
     }
-    if ((mask & ~0x7fffU) != 0) {
+    if ((mask.bits() & ~0x7fffU) != 0) {
         text += text.empty() ? "unknown bits" : "|unknown bits";
     }
     return text;

@@ -11,16 +11,16 @@ namespace prdma::rdma {
 
 struct TransitionRule {
     bool legal = false;
-    std::uint32_t required = 0; // besides qp_attr_state
-    std::uint32_t optional = 0;
+    QpAttrMask required; // besides qp_attr_state
+    QpAttrMask optional;
 };
 
 TransitionRule transition_rule(QpState from, QpState to);
 
 // Empty when `mask` is acceptable for from -> to; else a message naming the problem.
-std::string check_transition(QpState from, QpState to, std::uint32_t mask);
+std::string check_transition(QpState from, QpState to, QpAttrMask mask);
 
 // Names of the bits in a QpAttrMask ("path_mtu|dest_qpn").
-std::string qp_attr_mask_names(std::uint32_t mask);
+std::string qp_attr_mask_names(QpAttrMask mask);
 
 } // namespace prdma::rdma

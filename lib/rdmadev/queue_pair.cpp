@@ -60,7 +60,7 @@ const QpCaps& QueuePair::caps() const {
     return qp_ != nullptr ? qp_->caps : none;
 }
 
-Status QueuePair::modify(const QpAttr& attr, std::uint32_t mask, std::uint64_t request_id) {
+Status QueuePair::modify(const QpAttr& attr, QpAttrMask mask, std::uint64_t request_id) {
     if (qp_ == nullptr) {
         return Error(StatusCode::invalid_parameter, "the QP is not created");
     }
@@ -77,14 +77,14 @@ Status QueuePair::modify(const QpAttr& attr, std::uint32_t mask, std::uint64_t r
             strformat("QP %u has a control request pending; poll_control first", qp_->qpn));
     }
     const QpState from = state();
-    if ((mask & qp_attr_cur_state) != 0 && attr.cur_state != from) {
+    if (mask.has(qp_attr_cur_state) && attr.cur_state != from) {
         return Error(StatusCode::invalid_parameter,
                      strformat("cur_state says %s but QP %u is %s",
                                std::string(qp_state_name(attr.cur_state)).c_str(), qp_->qpn,
                                std::string(qp_state_name(from)).c_str()));
     }
-    const QpState to = (mask & qp_attr_state) != 0 ? attr.state : from;
-    if ((mask & qp_attr_state) == 0) {
+    const QpState to = mask.has(qp_attr_state) ? attr.state : from;
+    if (!mask.has(qp_attr_state)) {
         // Changing attributes without a state change is the to == from transition.
         if (std::string problem = check_transition(from, from, mask | qp_attr_state);
             !problem.empty()) {
@@ -93,27 +93,26 @@ Status QueuePair::modify(const QpAttr& attr, std::uint32_t mask, std::uint64_t r
     } else if (std::string problem = check_transition(from, to, mask); !problem.empty()) {
         return Error(StatusCode::invalid_parameter, problem);
     }
-    if ((mask & qp_attr_port) != 0 && (attr.port == 0 || attr.port > dev->config.port_count)) {
+    if (mask.has(qp_attr_port) && (attr.port == 0 || attr.port > dev->config.port_count)) {
         return Error(StatusCode::invalid_parameter, strformat("port %u does not exist (1..%u)",
                                                               attr.port, dev->config.port_count));
     }
-    if ((mask & qp_attr_max_rd_atomic) != 0 &&
-        attr.max_rd_atomic > dev->config.attr.max_qp_rd_atomic) {
+    if (mask.has(qp_attr_max_rd_atomic) && attr.max_rd_atomic > dev->config.attr.max_qp_rd_atomic) {
         return Error(StatusCode::invalid_parameter,
                      strformat("max_rd_atomic %u exceeds the device's %u", attr.max_rd_atomic,
                                dev->config.attr.max_qp_rd_atomic));
     }
-    if ((mask & qp_attr_max_dest_rd_atomic) != 0 &&
+    if (mask.has(qp_attr_max_dest_rd_atomic) &&
         attr.max_dest_rd_atomic > dev->config.attr.max_qp_init_rd_atomic) {
         return Error(StatusCode::invalid_parameter,
                      strformat("max_dest_rd_atomic %u exceeds the device's %u",
                                attr.max_dest_rd_atomic, dev->config.attr.max_qp_init_rd_atomic));
     }
-    if ((mask & (qp_attr_rq_psn | qp_attr_sq_psn)) != 0 &&
+    if (mask.any_of(qp_attr_rq_psn | qp_attr_sq_psn) &&
         ((attr.rq_psn | attr.sq_psn) & ~0xffffffU) != 0) {
         return Error(StatusCode::invalid_parameter, "PSNs are 24-bit");
     }
-    if ((mask & qp_attr_dest_qpn) != 0 && (attr.dest_qpn & ~0xffffffU) != 0) {
+    if (mask.has(qp_attr_dest_qpn) && (attr.dest_qpn & ~0xffffffU) != 0) {
         return Error(StatusCode::invalid_parameter, "QPNs are 24-bit");
     }
     detail::ContextState& context = *qp_->context;

@@ -222,7 +222,7 @@ void free_qp(SwroceDevice& dev, SwroceQp* qp) {
 
 // Applies a checked modify (the class verified the transition and the mask); run by whoever
 // drives the QP's group. No allocation: an owner runs it between bursts.
-void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) noexcept {
+void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, rdma::QpAttrMask mask) noexcept {
     // A modify that names the peer without its MAC keeps the one ARP or an earlier modify found.
     const std::optional<std::array<std::uint8_t, 6>> known_mac = qp.attr.dest_mac;
     const rdma::QpState was = qp.state();
@@ -234,21 +234,21 @@ void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) no
     if (!qp.attr.dest_mac) {
         qp.attr.dest_mac = known_mac;
     }
-    if ((mask & rdma::qp_attr_sq_psn) != 0) {
+    if (mask.has(rdma::qp_attr_sq_psn)) {
         qp.req.send_psn = attr.sq_psn & roce::psn_mask;
         qp.req.acked_psn = roce::psn_sub(qp.req.send_psn, 1); // nothing sent, nothing missing
         qp.req.sent_psn = qp.req.acked_psn;
     }
-    if ((mask & rdma::qp_attr_rq_psn) != 0) {
+    if (mask.has(rdma::qp_attr_rq_psn)) {
         qp.resp.expected_psn = attr.rq_psn;
     }
-    if ((mask & rdma::qp_attr_retry_cnt) != 0) {
+    if (mask.has(rdma::qp_attr_retry_cnt)) {
         qp.req.retries_left = attr.retry_cnt;
     }
-    if ((mask & rdma::qp_attr_rnr_retry) != 0) {
+    if (mask.has(rdma::qp_attr_rnr_retry)) {
         qp.req.rnr_retries_left = attr.rnr_retry;
     }
-    if ((mask & rdma::qp_attr_state) == 0) {
+    if (!mask.has(rdma::qp_attr_state)) {
         return;
     }
     if (attr.state == rdma::QpState::err) {
@@ -270,7 +270,7 @@ void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, std::uint32_t mask) no
 // Applies a modify now when this thread may drive the QP's group (ok), or sends it to the owner
 // (pending; the owner's completion carries `token`).
 Status apply_or_send_modify(SwroceDevice& dev, SwroceQp& qp, const rdma::QpAttr& attr,
-                            std::uint32_t mask, const ControlToken& token) {
+                            rdma::QpAttrMask mask, const ControlToken& token) {
     if (dev.may_drive(qp.queue_group)) {
         apply_modify(qp, attr, mask);
         return {};
@@ -285,11 +285,11 @@ Status apply_or_send_modify(SwroceDevice& dev, SwroceQp& qp, const rdma::QpAttr&
     return pending_on_owner(qp.queue_group);
 }
 
-Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, std::uint32_t mask,
+Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, rdma::QpAttrMask mask,
                  const ControlToken& token) {
     SwroceDevice& dev = swroce(device);
     auto& qp = *static_cast<SwroceQp*>(queue);
-    const bool to_rtr = (mask & rdma::qp_attr_state) != 0 && attr.state == rdma::QpState::rtr;
+    const bool to_rtr = mask.has(rdma::qp_attr_state) && attr.state == rdma::QpState::rtr;
     if (to_rtr && !attr.dest_mac) {
         if (!dev.may_drive(0)) {
             // ARP belongs to queue group 0, which another thread polls now.

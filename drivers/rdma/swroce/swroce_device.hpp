@@ -31,7 +31,7 @@ struct PendingRtr {
     rdma::driver::ControlToken token;
     std::uint32_t ip = 0;
     rdma::QpAttr attr;
-    std::uint32_t mask = 0;
+    rdma::QpAttrMask mask;
 };
 
 struct PendingDestroy {
@@ -64,7 +64,7 @@ struct GroupRequest {
     SwroceQp* qp = nullptr;
     std::unique_ptr<SwroceQp> qp_storage;
     rdma::QpAttr attr{};
-    std::uint32_t mask = 0;
+    rdma::QpAttrMask mask;
     QuiesceWait* wait = nullptr;
 };
 

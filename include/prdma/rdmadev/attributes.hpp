@@ -37,7 +37,7 @@ struct alignas(8) DeviceAttr {
     std::uint32_t reserved2 = 0; // every byte is a field: no padding leaks into an answer
     // Bit n set: pages of 2^n bytes (IB page_size_cap; seed 003 counts bits 1-based, we do not).
     std::uint64_t page_size_support = 0;
-    std::uint32_t capability_flags = 0; // DeviceCapability bits
+    DeviceCapabilities capability_flags;
     std::uint32_t max_qp = 0;
     std::uint32_t max_qp_wr = 0;
     std::uint32_t max_sge = 0;
@@ -69,7 +69,7 @@ struct alignas(8) PortAttr {
     std::uint8_t reserved0[3] = {};
     std::uint32_t reserved2 = 0; // every byte is a field: no padding leaks into an answer
     std::uint64_t max_msg_size = 0;
-    std::uint32_t capability_flags = 0;
+    DeviceCapabilities capability_flags;
     std::uint16_t gid_count = 0;
     std::uint16_t pkey_count = 0;
     std::uint32_t next_port_offset = 0; // from the start of this block; 0 for the last port

@@ -85,7 +85,7 @@ struct DeviceOps {
     Status (*create_qp)(Device& device, const QpInit& init, const ControlToken& token,
                         QpCreated& out);
     // The class has checked the transition and the mask; the driver applies it.
-    Status (*modify_qp)(Device& device, void* qp, const QpAttr& attr, std::uint32_t mask,
+    Status (*modify_qp)(Device& device, void* qp, const QpAttr& attr, QpAttrMask mask,
                         const ControlToken& token);
     // Pending while the QP still has work in flight; the driver flushes and completes.
     Status (*destroy_qp)(Device& device, void* qp, const ControlToken& token);
@@ -154,7 +154,7 @@ void register_vdev_driver(const char* name, VdevProbe probe, VdevRemove remove);
 
 // Applies the fields `mask` names from `attr` to `current` (what modify_qp means); the class uses
 // it for its copy, a driver for its own.
-void merge_qp_attr(QpAttr& current, const QpAttr& attr, std::uint32_t mask);
+void merge_qp_attr(QpAttr& current, const QpAttr& attr, QpAttrMask mask);
 
 // Why a probe failed, for create_device() to return (EAL only sees an errno).
 void report_probe_error(const char* device_name, const Error& error);

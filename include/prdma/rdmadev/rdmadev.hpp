@@ -328,7 +328,7 @@ public:
 
     // Legal IBTA transitions only; `pending` (RTR while the peer's MAC is resolved) completes
     // through Context::poll_control with `request_id`.
-    Status modify(const QpAttr& attr, std::uint32_t mask, std::uint64_t request_id = 0);
+    Status modify(const QpAttr& attr, QpAttrMask mask, std::uint64_t request_id = 0);
     // `pending` while work is in flight (the QP is flushed and destroyed later) or when the device
     // must finish it elsewhere; the handle is empty either way. Busy while the creation pends.
     Status destroy(std::uint64_t request_id = 0);

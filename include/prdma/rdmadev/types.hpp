@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include <prdma/build_config.hpp>
+#include <prdma/flags.hpp>
 #include <prdma/mem/access.hpp>
 
 namespace prdma::rdma {
@@ -47,37 +48,69 @@ enum class QpType : std::uint8_t { rc = 2 };
 enum class QpState : std::uint8_t { reset, init, rtr, rts, sqd, sqe, err };
 std::string_view qp_state_name(QpState state);
 
-// Attribute mask of modify_qp (ibv_qp_attr_mask's meaning).
-enum QpAttrMask : std::uint32_t {
-    qp_attr_state = 1U << 0,
-    qp_attr_access_flags = 1U << 1,
-    qp_attr_port = 1U << 2,
-    qp_attr_path_mtu = 1U << 3,
-    qp_attr_dest = 1U << 4, // destination GID (and MAC, when known)
-    qp_attr_dest_qpn = 1U << 5,
-    qp_attr_rq_psn = 1U << 6,
-    qp_attr_sq_psn = 1U << 7,
-    qp_attr_timeout = 1U << 8,
-    qp_attr_retry_cnt = 1U << 9,
-    qp_attr_rnr_retry = 1U << 10,
-    qp_attr_min_rnr_timer = 1U << 11,
-    qp_attr_max_rd_atomic = 1U << 12,      // reads/atomics we may have outstanding
-    qp_attr_max_dest_rd_atomic = 1U << 13, // reads/atomics the peer may have outstanding here
-    qp_attr_cur_state = 1U << 14,
+// Attribute mask of modify_qp (ibv_qp_attr_mask's meaning): which fields of a QpAttr count.
+enum class QpAttrField : std::uint32_t {
+    state = 1U << 0,
+    access_flags = 1U << 1,
+    port = 1U << 2,
+    path_mtu = 1U << 3,
+    dest = 1U << 4, // destination GID (and MAC, when known)
+    dest_qpn = 1U << 5,
+    rq_psn = 1U << 6,
+    sq_psn = 1U << 7,
+    timeout = 1U << 8,
+    retry_cnt = 1U << 9,
+    rnr_retry = 1U << 10,
+    min_rnr_timer = 1U << 11,
+    max_rd_atomic = 1U << 12,      // reads/atomics we may have outstanding
+    max_dest_rd_atomic = 1U << 13, // reads/atomics the peer may have outstanding here
+    cur_state = 1U << 14,
 };
+constexpr bool prdma_flag_enum(QpAttrField) {
+    return true;
+}
+using QpAttrMask = Flags<QpAttrField>;
+inline constexpr QpAttrField qp_attr_state = QpAttrField::state;
+inline constexpr QpAttrField qp_attr_access_flags = QpAttrField::access_flags;
+inline constexpr QpAttrField qp_attr_port = QpAttrField::port;
+inline constexpr QpAttrField qp_attr_path_mtu = QpAttrField::path_mtu;
+inline constexpr QpAttrField qp_attr_dest = QpAttrField::dest;
+inline constexpr QpAttrField qp_attr_dest_qpn = QpAttrField::dest_qpn;
+inline constexpr QpAttrField qp_attr_rq_psn = QpAttrField::rq_psn;
+inline constexpr QpAttrField qp_attr_sq_psn = QpAttrField::sq_psn;
+inline constexpr QpAttrField qp_attr_timeout = QpAttrField::timeout;
+inline constexpr QpAttrField qp_attr_retry_cnt = QpAttrField::retry_cnt;
+inline constexpr QpAttrField qp_attr_rnr_retry = QpAttrField::rnr_retry;
+inline constexpr QpAttrField qp_attr_min_rnr_timer = QpAttrField::min_rnr_timer;
+inline constexpr QpAttrField qp_attr_max_rd_atomic = QpAttrField::max_rd_atomic;
+inline constexpr QpAttrField qp_attr_max_dest_rd_atomic = QpAttrField::max_dest_rd_atomic;
+inline constexpr QpAttrField qp_attr_cur_state = QpAttrField::cur_state;
 
 // Device capability flags, one word (seed 003).
-enum DeviceCapability : std::uint32_t {
-    cap_rc = 1U << 0,
-    cap_fast_reg = 1U << 1,      // FAST_REG / LOCAL_INV work requests
-    cap_reserved_lkey = 1U << 2, // DMA MR / reserved L_Key (seed 004)
-    cap_atomic = 1U << 3,        // compare-swap, fetch-add
-    cap_send_with_inv = 1U << 4,
-    cap_inline = 1U << 5,
-    cap_pending_control = 1U << 6, // control verbs may complete later (seed 003)
-    cap_port_active_event = 1U << 7,
-    cap_software = 1U << 8, // informational; nothing above the driver may depend on it
+enum class DeviceCapability : std::uint32_t {
+    rc = 1U << 0,
+    fast_reg = 1U << 1,      // FAST_REG / LOCAL_INV work requests
+    reserved_lkey = 1U << 2, // DMA MR / reserved L_Key (seed 004)
+    atomic = 1U << 3,        // compare-swap, fetch-add
+    send_with_inv = 1U << 4,
+    inline_data = 1U << 5,
+    pending_control = 1U << 6, // control verbs may complete later (seed 003)
+    port_active_event = 1U << 7,
+    software = 1U << 8, // informational; nothing above the driver may depend on it
 };
+constexpr bool prdma_flag_enum(DeviceCapability) {
+    return true;
+}
+using DeviceCapabilities = Flags<DeviceCapability>;
+inline constexpr DeviceCapability cap_rc = DeviceCapability::rc;
+inline constexpr DeviceCapability cap_fast_reg = DeviceCapability::fast_reg;
+inline constexpr DeviceCapability cap_reserved_lkey = DeviceCapability::reserved_lkey;
+inline constexpr DeviceCapability cap_atomic = DeviceCapability::atomic;
+inline constexpr DeviceCapability cap_send_with_inv = DeviceCapability::send_with_inv;
+inline constexpr DeviceCapability cap_inline = DeviceCapability::inline_data;
+inline constexpr DeviceCapability cap_pending_control = DeviceCapability::pending_control;
+inline constexpr DeviceCapability cap_port_active_event = DeviceCapability::port_active_event;
+inline constexpr DeviceCapability cap_software = DeviceCapability::software;
 
 // Control-path operations that can complete later (seed 003: any request may pend).
 enum class ControlOp : std::uint8_t {

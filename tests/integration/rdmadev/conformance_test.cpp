@@ -179,7 +179,7 @@ protected:
         std::memcpy(mac.data(), port.mac, mac.size());
         return mac;
     }
-    static constexpr std::uint32_t init_mask = qp_attr_state | qp_attr_port | qp_attr_access_flags;
+    static constexpr QpAttrMask init_mask = qp_attr_state | qp_attr_port | qp_attr_access_flags;
     static QpAttr init_attr() {
         QpAttr attr;
         attr.state = QpState::init;
@@ -189,9 +189,9 @@ protected:
     }
     // RTS with a short transport timer (4.096 us x 2^8 ~ 1 ms) and one retry: a silent peer
     // makes the QP fail in a few milliseconds.
-    static constexpr std::uint32_t rts_mask = qp_attr_state | qp_attr_sq_psn | qp_attr_timeout |
-                                              qp_attr_retry_cnt | qp_attr_rnr_retry |
-                                              qp_attr_max_rd_atomic;
+    static constexpr QpAttrMask rts_mask = qp_attr_state | qp_attr_sq_psn | qp_attr_timeout |
+                                           qp_attr_retry_cnt | qp_attr_rnr_retry |
+                                           qp_attr_max_rd_atomic;
     static QpAttr quick_rts_attr() {
         QpAttr attr;
         attr.state = QpState::rts;
@@ -239,9 +239,9 @@ protected:
         attr.min_rnr_timer = 12;
         return attr;
     }
-    static constexpr std::uint32_t rtr_mask = qp_attr_state | qp_attr_path_mtu | qp_attr_dest |
-                                              qp_attr_dest_qpn | qp_attr_rq_psn |
-                                              qp_attr_max_dest_rd_atomic | qp_attr_min_rnr_timer;
+    static constexpr QpAttrMask rtr_mask = qp_attr_state | qp_attr_path_mtu | qp_attr_dest |
+                                           qp_attr_dest_qpn | qp_attr_rq_psn |
+                                           qp_attr_max_dest_rd_atomic | qp_attr_min_rnr_timer;
 
     std::unique_ptr<DevicePair> pair_;
 };
@@ -287,7 +287,7 @@ TEST_P(Conformance, QueryDeviceWholeAndSelfRelative) {
     EXPECT_EQ(attr.size, size);
     EXPECT_GE(attr.port_count, 1);
     EXPECT_NE(attr.page_size_support & (1ULL << 12), 0U) << "4 KiB pages";
-    EXPECT_NE(attr.capability_flags & cap_rc, 0U);
+    EXPECT_TRUE(attr.capability_flags.has(cap_rc));
     EXPECT_GT(attr.max_qp, 0U);
     EXPECT_GT(attr.max_qp_wr, 0U);
     EXPECT_GT(attr.max_sge, 0U);

@@ -1458,7 +1458,7 @@ TEST_F(QueueGroupEngineTest, AQpMadeThroughTheOwnerCarriesTrafficSteeredByQpn) {
     to_init.state = QpState::init;
     to_init.port = 1;
     to_init.access = mem::access_remote_write;
-    const std::uint32_t init_mask = qp_attr_state | qp_attr_port | qp_attr_access_flags;
+    const QpAttrMask init_mask = qp_attr_state | qp_attr_port | qp_attr_access_flags;
     ASSERT_TRUE(local.qp.modify(to_init, init_mask).ok());
     ASSERT_NO_FATAL_FAILURE(finish(qp.modify(to_init, init_mask, 2), 2));
     // Receives go on while the QP is in INIT: the owner reads its receive queue only once frames
@@ -1489,9 +1489,8 @@ TEST_F(QueueGroupEngineTest, AQpMadeThroughTheOwnerCarriesTrafficSteeredByQpn) {
         rtr.min_rnr_timer = 1;
         return rtr;
     };
-    const std::uint32_t rtr_mask = qp_attr_state | qp_attr_path_mtu | qp_attr_dest |
-                                   qp_attr_dest_qpn | qp_attr_rq_psn | qp_attr_max_dest_rd_atomic |
-                                   qp_attr_min_rnr_timer;
+    const QpAttrMask rtr_mask = qp_attr_state | qp_attr_path_mtu | qp_attr_dest | qp_attr_dest_qpn |
+                                qp_attr_rq_psn | qp_attr_max_dest_rd_atomic | qp_attr_min_rnr_timer;
     QpAttr rts;
     rts.state = QpState::rts;
     rts.sq_psn = 7;
@@ -1499,8 +1498,8 @@ TEST_F(QueueGroupEngineTest, AQpMadeThroughTheOwnerCarriesTrafficSteeredByQpn) {
     rts.retry_cnt = 7;
     rts.rnr_retry = 7;
     rts.max_rd_atomic = 1;
-    const std::uint32_t rts_mask = qp_attr_state | qp_attr_sq_psn | qp_attr_timeout |
-                                   qp_attr_retry_cnt | qp_attr_rnr_retry | qp_attr_max_rd_atomic;
+    const QpAttrMask rts_mask = qp_attr_state | qp_attr_sq_psn | qp_attr_timeout |
+                                qp_attr_retry_cnt | qp_attr_rnr_retry | qp_attr_max_rd_atomic;
     const Status local_rtr = local.qp.modify(rtr_to(*b_, qp.qpn(), pair_->gid_b()), rtr_mask);
     ASSERT_TRUE(local_rtr.ok()) << local_rtr.error().to_string();
     ASSERT_TRUE(local.qp.modify(rts, rts_mask).ok());

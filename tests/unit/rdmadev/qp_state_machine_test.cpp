@@ -11,10 +11,10 @@ namespace {
 constexpr QpState kStates[] = {QpState::reset, QpState::init, QpState::rtr, QpState::rts,
                                QpState::sqd,   QpState::sqe,  QpState::err};
 
-constexpr std::uint32_t kRtr = qp_attr_dest | qp_attr_path_mtu | qp_attr_dest_qpn | qp_attr_rq_psn |
-                               qp_attr_max_dest_rd_atomic | qp_attr_min_rnr_timer;
-constexpr std::uint32_t kRts = qp_attr_sq_psn | qp_attr_timeout | qp_attr_retry_cnt |
-                               qp_attr_rnr_retry | qp_attr_max_rd_atomic;
+constexpr QpAttrMask kRtr = qp_attr_dest | qp_attr_path_mtu | qp_attr_dest_qpn | qp_attr_rq_psn |
+                            qp_attr_max_dest_rd_atomic | qp_attr_min_rnr_timer;
+constexpr QpAttrMask kRts = qp_attr_sq_psn | qp_attr_timeout | qp_attr_retry_cnt |
+                            qp_attr_rnr_retry | qp_attr_max_rd_atomic;
 
 TEST(QpStateMachine, TheConnectPathWithExactlyTheRequiredAttributes) {
     EXPECT_EQ(check_transition(QpState::reset, QpState::init,
@@ -25,8 +25,8 @@ TEST(QpStateMachine, TheConnectPathWithExactlyTheRequiredAttributes) {
 }
 
 TEST(QpStateMachine, MissingAttributesAreNamed) {
-    const std::string problem =
-        check_transition(QpState::init, QpState::rtr, qp_attr_state | (kRtr & ~qp_attr_dest_qpn));
+    const std::string problem = check_transition(QpState::init, QpState::rtr,
+                                                 qp_attr_state | kRtr.without(qp_attr_dest_qpn));
     EXPECT_NE(problem.find("needs dest_qpn"), std::string::npos) << problem;
     const std::string two = check_transition(QpState::reset, QpState::init, qp_attr_state);
     EXPECT_NE(two.find("access_flags"), std::string::npos) << two;
@@ -83,7 +83,7 @@ TEST(QpStateMachine, ExactlyTheIbtaTransitionsAreLegal) {
 
 TEST(QpAttrMaskNames, ListsEveryBit) {
     EXPECT_EQ(qp_attr_mask_names(qp_attr_path_mtu | qp_attr_dest_qpn), "path_mtu|dest_qpn");
-    EXPECT_EQ(qp_attr_mask_names(1U << 30), "unknown bits");
+    EXPECT_EQ(qp_attr_mask_names(QpAttrMask::from_bits(1U << 30)), "unknown bits");
 }
 
 TEST(RdmaTypes, GidFromIpv4IsIpv4Mapped) {
