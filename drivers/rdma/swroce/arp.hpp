@@ -38,6 +38,13 @@ inline constexpr std::uint16_t ethertype_ipv4 = 0x0800;
 inline constexpr std::size_t ethernet_header_size = 14;
 inline constexpr std::size_t arp_packet_size = 28;
 inline constexpr std::size_t arp_unpadded_frame_size = ethernet_header_size + arp_packet_size;
+
+// The receive path's first question about every frame: its EtherType is ARP's (a VLAN tag counts
+// as not ARP, as parse_arp has it). Two byte compares, so RoCE frames skip the resolver.
+inline bool is_arp_frame(std::span<const std::uint8_t> frame) noexcept {
+    return frame.size() >= ethernet_header_size && frame[12] == (ethertype_arp >> 8) &&
+           frame[13] == (ethertype_arp & 0xffU);
+}
 // 64 bytes on the wire minus the FCS the port appends: frames shorter than this are padded, as
 // Linux pads its ARP, so a port that does not pad still sends a legal frame.
 inline constexpr std::size_t ethernet_min_frame_size = 60;

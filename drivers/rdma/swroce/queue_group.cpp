@@ -31,7 +31,8 @@ void receive(SwroceDevice& dev, unsigned group, std::uint64_t now) noexcept {
     for (unsigned i = 0; i < handed; ++i) {
         const std::span<const std::uint8_t> bytes(rte_pktmbuf_mtod(mbufs[i], const std::uint8_t*),
                                                   rte_pktmbuf_data_len(mbufs[i]));
-        const bool arp = group == 0 && handle_arp_frame(dev, bytes, now, state.counters);
+        const bool arp =
+            group == 0 && is_arp_frame(bytes) && handle_arp_frame(dev, bytes, now, state.counters);
         // handle_frame keeps the mbuf only if it hands it on again, which a frame for one of our
         // QPs never needs.
         if (arp || !handle_frame(dev, group, mbufs[i], now, true)) {

@@ -37,7 +37,7 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
     if (!handed_over) {
         ++counters.rx_packets;
         // ARP belongs to group 0 (the resolver is one per device); elsewhere it is handed over.
-        if (group == 0 && handle_arp_frame(dev, bytes, now, counters)) {
+        if (group == 0 && is_arp_frame(bytes) && handle_arp_frame(dev, bytes, now, counters)) {
             return false;
         }
     }

@@ -120,6 +120,7 @@ struct SwroceDevice {
     rdma::Gid gid{};
     rdma::Mtu path_mtu = rdma::Mtu::mtu_1024;
     std::uint64_t tsc_hz = 0;
+    std::uint64_t timer_unit_cycles = 0; // TSC cycles in 4.096 us, the IBTA transport timer's unit
     std::uint32_t max_qp = 0;
     // Index = qpn - first_qpn. Sized to max_qp at probe and never resized. Queue group g owns the
     // slots [g * qps_per_group, (g + 1) * qps_per_group): the QPN says which group a QP is on, so a

@@ -78,6 +78,7 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
     dev->args = parsed.value();
     dev->max_qp = 1024;
     dev->tsc_hz = rte_get_tsc_hz();
+    dev->timer_unit_cycles = dev->tsc_hz * 4096 / 1'000'000'000;
     // DPDK 22.11's pcapng describes the ports RTE_ETH_FOREACH_DEV lists when the file opens; a port
     // swroce has claimed is hidden from it, so the capture opens first.
     if (!dev->args.pcap.empty()) {
