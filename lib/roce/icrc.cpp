@@ -356,11 +356,11 @@ std::uint32_t crc32_update(std::uint32_t state, std::span<const std::uint8_t> da
     return update(state, data.data(), data.size(), path);
 }
 
-std::uint32_t compute_icrc(std::span<const std::uint8_t> ip_datagram, CrcPath path) noexcept {
-    const IcrcLayout layout = icrc_layout(ip_datagram);
-    if (layout.masked == 0) {
-        return 0;
-    }
+namespace {
+
+// The ICRC of a datagram whose layout is known to be usable.
+std::uint32_t icrc_of(std::span<const std::uint8_t> ip_datagram, const IcrcLayout& layout,
+                      CrcPath path) noexcept {
     const std::size_t covered = ip_datagram.size() - icrc_size;
     // The masked headers, rounded up to whole 16-byte blocks (or the whole datagram if shorter),
     // are copied with the mask ORed in; the rest is read in place. The copy is written with
@@ -373,14 +373,22 @@ std::uint32_t compute_icrc(std::span<const std::uint8_t> ip_datagram, CrcPath pa
     for (std::size_t i = 0; i < head; ++i) {
         scratch[i] = static_cast<std::uint8_t>(data[i] | mask[i]);
     }
-    std::uint32_t state = 0;
-    if (use_clmul(path) && head % 16 == 0) {
-        state = update_clmul_2(icrc_seed, scratch.data(), head, data + head, covered - head);
-    } else {
-        state = update_table(icrc_seed, scratch.data(), head);
-        state = update(state, data + head, covered - head, path);
+    if (!use_clmul(path)) {
+        return ~update_table(update_table(icrc_seed, scratch.data(), head), data + head,
+                             covered - head);
     }
-    return ~state;
+    if (head % 16 == 0) {
+        return ~update_clmul_2(icrc_seed, scratch.data(), head, data + head, covered - head);
+    }
+    // A datagram shorter than its rounded-up headers (an ACK: 44 bytes) is all in the scratch.
+    return ~update_clmul(icrc_seed, scratch.data(), head);
+}
+
+} // namespace
+
+std::uint32_t compute_icrc(std::span<const std::uint8_t> ip_datagram, CrcPath path) noexcept {
+    const IcrcLayout layout = icrc_layout(ip_datagram);
+    return layout.masked == 0 ? 0 : icrc_of(ip_datagram, layout, path);
 }
 
 std::uint32_t stored_icrc(std::span<const std::uint8_t> ip_datagram) noexcept {
@@ -391,17 +399,16 @@ std::uint32_t stored_icrc(std::span<const std::uint8_t> ip_datagram) noexcept {
 }
 
 bool verify_icrc(std::span<const std::uint8_t> ip_datagram, CrcPath path) noexcept {
-    if (icrc_layout(ip_datagram).masked == 0) {
-        return false;
-    }
-    return compute_icrc(ip_datagram, path) == stored_icrc(ip_datagram);
+    const IcrcLayout layout = icrc_layout(ip_datagram);
+    return layout.masked != 0 && icrc_of(ip_datagram, layout, path) == stored_icrc(ip_datagram);
 }
 
 bool store_icrc(std::span<std::uint8_t> ip_datagram, CrcPath path) noexcept {
-    if (icrc_layout(ip_datagram).masked == 0) {
+    const IcrcLayout layout = icrc_layout(ip_datagram);
+    if (layout.masked == 0) {
         return false;
     }
-    const std::uint32_t icrc = compute_icrc(ip_datagram, path);
+    const std::uint32_t icrc = icrc_of(ip_datagram, layout, path);
     store_le32(ip_datagram.data() + ip_datagram.size() - icrc_size, icrc);
     return true;
 }
