@@ -261,10 +261,13 @@ ParseError parse_roce_frame(std::span<const std::uint8_t> frame, ParsedFrame& ou
     return ParseError::ok;
 }
 
-FrameLayout build_frame_headers(const FrameHeaders& h, std::uint32_t payload_length,
-                                std::span<std::uint8_t> out) noexcept {
+namespace {
+
+// The lengths and offsets of a frame for `info` and `payload_length` behind `eth_length` bytes of
+// Ethernet header, or why there is none. Writes nothing.
+FrameLayout plan_frame(const OpcodeInfo& info, bool ipv4, std::size_t eth_length,
+                       std::uint32_t payload_length, std::size_t room) noexcept {
     FrameLayout layout;
-    const OpcodeInfo& info = opcode_info(h.bth.opcode);
     if (PRDMA_UNLIKELY(!info.valid())) {
         layout.error = BuildError::unknown_opcode;
         return layout;
@@ -274,8 +277,6 @@ FrameLayout build_frame_headers(const FrameHeaders& h, std::uint32_t payload_len
         return layout;
     }
     const auto pad = static_cast<std::uint8_t>((0U - payload_length) & 0x3U);
-    const bool ipv4 = h.ip_version == IpVersion::ipv4;
-    const std::size_t eth_length = h.eth.size();
     const std::size_t ip_header_length = ipv4 ? ipv4_header_size : ipv6_header_size;
     const std::uint64_t udp_length =
         udp_header_size + info.header_length + std::uint64_t{payload_length} + pad + icrc_size;
@@ -287,37 +288,10 @@ FrameLayout build_frame_headers(const FrameHeaders& h, std::uint32_t payload_len
     const auto frame_length = static_cast<std::uint32_t>(eth_length + ip_length);
     const auto wire_length =
         std::max(frame_length, static_cast<std::uint32_t>(ethernet_min_frame_size));
-    if (PRDMA_UNLIKELY(out.size() < wire_length)) {
+    if (PRDMA_UNLIKELY(room < wire_length)) {
         layout.error = BuildError::buffer_too_small;
         return layout;
     }
-
-    EthernetHeader eth = h.eth;
-    eth.ether_type = ipv4 ? ethertype_ipv4 : ethertype_ipv6;
-    encode_ethernet(eth, out);
-    const std::span<std::uint8_t> ip = out.subspan(eth_length);
-    if (ipv4) {
-        Ipv4Header ip4 = h.ipv4;
-        ip4.total_length = static_cast<std::uint16_t>(ip_length);
-        ip4.protocol = ip_protocol_udp;
-        encode_ipv4(ip4, ip);
-    } else {
-        Ipv6Header ip6 = h.ipv6;
-        ip6.payload_length = static_cast<std::uint16_t>(udp_length);
-        ip6.next_header = ip_protocol_udp;
-        encode_ipv6(ip6, ip);
-    }
-    const UdpHeader udp{h.udp_src_port, roce_udp_port, static_cast<std::uint16_t>(udp_length), 0};
-    encode_udp(udp, ip.subspan(ip_header_length));
-    const std::span<std::uint8_t> ib = ip.subspan(ip_header_length + udp_header_size);
-    Bth bth = h.bth;
-    bth.pad_count = pad;
-    encode_bth(bth, ib);
-    for (std::size_t i = 0; i < info.ext_count; ++i) {
-        const ExtHeader kind = info.ext[i];
-        encode_ext_header(kind, h, ib.subspan(info.offset_of(kind)));
-    }
-
     layout.ip_offset = static_cast<std::uint16_t>(eth_length);
     layout.payload_offset = static_cast<std::uint16_t>(eth_length + ip_header_length +
                                                        udp_header_size + info.header_length);
@@ -325,6 +299,105 @@ FrameLayout build_frame_headers(const FrameHeaders& h, std::uint32_t payload_len
     layout.pad_count = pad;
     layout.frame_length = frame_length;
     layout.wire_length = wire_length;
+    return layout;
+}
+
+// The BTH (with the layout's pad count) and the extension headers the opcode carries, at `ib`.
+void encode_ib_headers(const FrameHeaders& h, const OpcodeInfo& info, const FrameLayout& layout,
+                       std::span<std::uint8_t> ib) noexcept {
+    Bth bth = h.bth;
+    bth.pad_count = layout.pad_count;
+    encode_bth(bth, ib);
+    for (std::size_t i = 0; i < info.ext_count; ++i) {
+        const ExtHeader kind = info.ext[i];
+        encode_ext_header(kind, h, ib.subspan(info.offset_of(kind)));
+    }
+}
+
+std::uint16_t ip_header_length_of(const FrameLayout& layout, const OpcodeInfo& info) noexcept {
+    return static_cast<std::uint16_t>(layout.payload_offset - layout.ip_offset - udp_header_size -
+                                      info.header_length);
+}
+
+} // namespace
+
+FrameLayout build_frame_headers(const FrameHeaders& h, std::uint32_t payload_length,
+                                std::span<std::uint8_t> out) noexcept {
+    const OpcodeInfo& info = opcode_info(h.bth.opcode);
+    const bool ipv4 = h.ip_version == IpVersion::ipv4;
+    const FrameLayout layout = plan_frame(info, ipv4, h.eth.size(), payload_length, out.size());
+    if (!layout.ok()) {
+        return layout;
+    }
+    const std::uint16_t ip_header_length = ip_header_length_of(layout, info);
+    const std::uint32_t ip_length = layout.frame_length - layout.ip_offset;
+    const auto udp_length = static_cast<std::uint16_t>(ip_length - ip_header_length);
+    EthernetHeader eth = h.eth;
+    eth.ether_type = ipv4 ? ethertype_ipv4 : ethertype_ipv6;
+    encode_ethernet(eth, out);
+    const std::span<std::uint8_t> ip = out.subspan(layout.ip_offset);
+    if (ipv4) {
+        Ipv4Header ip4 = h.ipv4;
+        ip4.total_length = static_cast<std::uint16_t>(ip_length);
+        ip4.protocol = ip_protocol_udp;
+        encode_ipv4(ip4, ip);
+    } else {
+        Ipv6Header ip6 = h.ipv6;
+        ip6.payload_length = udp_length;
+        ip6.next_header = ip_protocol_udp;
+        encode_ipv6(ip6, ip);
+    }
+    encode_udp({h.udp_src_port, roce_udp_port, udp_length, 0}, ip.subspan(ip_header_length));
+    encode_ib_headers(h, info, layout, ip.subspan(ip_header_length + udp_header_size));
+    return layout;
+}
+
+HeaderTemplate HeaderTemplate::make(const FrameHeaders& h) noexcept {
+    HeaderTemplate t;
+    FrameHeaders base = h;
+    base.bth.opcode = Opcode::rc_acknowledge; // any valid opcode: only eth/IP/UDP are kept
+    std::array<std::uint8_t, 128> frame{};
+    const FrameLayout layout = build_frame_headers(base, 0, frame);
+    t.ipv4_ = h.ip_version == IpVersion::ipv4;
+    t.eth_length_ = static_cast<std::uint8_t>(layout.ip_offset);
+    t.ip_header_length_ = t.ipv4_ ? ipv4_header_size : ipv6_header_size;
+    const std::size_t length = t.eth_length_ + t.ip_header_length_ + udp_header_size;
+    std::copy(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(length), t.bytes_.begin());
+    if (t.ipv4_) {
+        // The header's sum without its length and checksum: each frame adds its own length.
+        std::uint8_t* ip = t.bytes_.data() + t.eth_length_;
+        store_be16(ip + 2, 0);
+        store_be16(ip + 10, 0);
+        for (std::size_t i = 0; i < ipv4_header_size; i += 2) {
+            t.ipv4_partial_sum_ += load_be16(ip + i);
+        }
+    }
+    return t;
+}
+
+FrameLayout HeaderTemplate::build(const FrameHeaders& h, std::uint32_t payload_length,
+                                  std::span<std::uint8_t> out) const noexcept {
+    const OpcodeInfo& info = opcode_info(h.bth.opcode);
+    const FrameLayout layout = plan_frame(info, ipv4_, eth_length_, payload_length, out.size());
+    if (!layout.ok()) {
+        return layout;
+    }
+    const std::size_t fixed = std::size_t{eth_length_} + ip_header_length_ + udp_header_size;
+    std::memcpy(out.data(), bytes_.data(), fixed);
+    std::uint8_t* ip = out.data() + eth_length_;
+    const std::uint32_t ip_length = layout.frame_length - layout.ip_offset;
+    const auto udp_length = static_cast<std::uint16_t>(ip_length - ip_header_length_);
+    if (ipv4_) {
+        store_be16(ip + 2, static_cast<std::uint16_t>(ip_length));
+        std::uint32_t sum = ipv4_partial_sum_ + ip_length;
+        sum = (sum & 0xffffU) + (sum >> 16);
+        sum = (sum & 0xffffU) + (sum >> 16);
+        store_be16(ip + 10, static_cast<std::uint16_t>(~sum));
+    } else {
+        store_be16(ip + 4, udp_length);
+    }
+    store_be16(ip + ip_header_length_ + 4, udp_length);
+    encode_ib_headers(h, info, layout, out.subspan(fixed));
     return layout;
 }
 

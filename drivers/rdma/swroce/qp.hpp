@@ -10,6 +10,7 @@
 #include <prdma/mem/memory_key.hpp>
 #include <prdma/mem/region_io.hpp>
 #include <prdma/rdmadev/driver.hpp>
+#include <prdma/roce/packet.hpp>
 
 #include "response_map.hpp"
 #include "send_window.hpp"
@@ -217,6 +218,8 @@ struct SwroceQp {
     rdma::QpCaps caps{};
     bool signal_all = false;
     rdma::QpAttr attr{}; // the QP's state, its peer (GID, MAC, QPN), timers and limits
+    // The Ethernet, IP and UDP headers of its frames, from `attr` (refresh_tx_headers).
+    roce::HeaderTemplate tx_headers;
     WorkRing<RecvWqe> receive_queue;
     WorkRing<SendWqe> send_queue;
     RequesterState req;

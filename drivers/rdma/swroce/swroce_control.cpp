@@ -234,6 +234,7 @@ void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, rdma::QpAttrMask mask)
     if (!qp.attr.dest_mac) {
         qp.attr.dest_mac = known_mac;
     }
+    refresh_tx_headers(qp);
     if (mask.has(rdma::qp_attr_sq_psn)) {
         qp.req.send_psn = attr.sq_psn & roce::psn_mask;
         qp.req.acked_psn = roce::psn_sub(qp.req.send_psn, 1); // nothing sent, nothing missing

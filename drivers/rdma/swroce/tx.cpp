@@ -40,8 +40,10 @@ void copy_payload(const Payload& payload, std::uint8_t* out) noexcept {
 
 } // namespace
 
-roce::FrameHeaders headers_for(const SwroceQp& qp, roce::Opcode opcode,
-                               std::uint32_t psn) noexcept {
+namespace {
+
+// Every header field of the QP's frames towards its peer: what its template is made from.
+roce::FrameHeaders peer_headers(const SwroceQp& qp) noexcept {
     const SwroceDevice& dev = *qp.device;
     roce::FrameHeaders h;
     h.eth.dst = *qp.attr.dest_mac;
@@ -58,10 +60,27 @@ roce::FrameHeaders headers_for(const SwroceQp& qp, roce::Opcode opcode,
     }
     // Per-QP source port: ECMP entropy, as rxe and RoCE NICs spread flows.
     h.udp_src_port = static_cast<std::uint16_t>(0xc000U | (qp.qpn & 0x3fffU));
+    h.bth.dest_qp = qp.attr.dest_qpn;
+    return h;
+}
+
+} // namespace
+
+roce::FrameHeaders headers_for(const SwroceQp& qp, roce::Opcode opcode,
+                               std::uint32_t psn) noexcept {
+    // Ethernet, IP and UDP come from the QP's template (emit): only the BTH is filled here.
+    roce::FrameHeaders h;
+    h.ip_version = qp.device->args.ip.is_v4 ? roce::IpVersion::ipv4 : roce::IpVersion::ipv6;
     h.bth.opcode = opcode;
     h.bth.dest_qp = qp.attr.dest_qpn;
     h.bth.psn = psn & roce::psn_mask;
     return h;
+}
+
+void refresh_tx_headers(SwroceQp& qp) noexcept {
+    if (qp.has_peer_mac()) {
+        qp.tx_headers = roce::HeaderTemplate::make(peer_headers(qp));
+    }
 }
 
 bool emit(SwroceQp& qp, TxBatch& tx, const roce::FrameHeaders& h, const Payload& payload) noexcept {
@@ -74,7 +93,8 @@ bool emit(SwroceQp& qp, TxBatch& tx, const roce::FrameHeaders& h, const Payload&
     }
     const std::span<std::uint8_t> room(rte_pktmbuf_mtod(mbuf, std::uint8_t*),
                                        rte_pktmbuf_tailroom(mbuf));
-    const roce::FrameLayout layout = roce::build_frame_headers(h, payload.length, room);
+    // Ethernet, IP and UDP from the QP's template: only the BTH on is encoded per frame.
+    const roce::FrameLayout layout = qp.tx_headers.build(h, payload.length, room);
     if (PRDMA_UNLIKELY(!layout.ok())) {
         rte_pktmbuf_free(mbuf);
         return false;

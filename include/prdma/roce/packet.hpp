@@ -9,6 +9,7 @@
 // of short frames, an FCS): the IP length says where the RoCE packet ends, not the frame length.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -147,6 +148,28 @@ struct FrameLayout {
 // finalize_frame. On an error nothing is written.
 FrameLayout build_frame_headers(const FrameHeaders& h, std::uint32_t payload_length,
                                 std::span<std::uint8_t> out) noexcept;
+
+// A QP's frames differ from one another only from the BTH on (and in the IP and UDP lengths and
+// the IPv4 checksum that follow from the length): the Ethernet, IP and UDP headers are encoded
+// once here and copied per frame, the checksum patched from a sum kept without the length.
+class HeaderTemplate {
+public:
+    // The Ethernet, IP and UDP headers of the frames `h` describes (its BTH and extension headers
+    // are not kept).
+    [[nodiscard]] static HeaderTemplate make(const FrameHeaders& h) noexcept;
+    // Byte for byte what build_frame_headers(h, payload_length, out) writes when `h` has the
+    // Ethernet, IP and UDP fields this template was made from; the BTH and extension headers
+    // come from `h`, everything before them from the template.
+    FrameLayout build(const FrameHeaders& h, std::uint32_t payload_length,
+                      std::span<std::uint8_t> out) const noexcept;
+
+private:
+    std::array<std::uint8_t, 18 + 40 + 8> bytes_{}; // Ethernet (a VLAN tag at most), IP, UDP
+    std::uint32_t ipv4_partial_sum_ = 0;
+    std::uint8_t eth_length_ = 0;
+    std::uint8_t ip_header_length_ = 0;
+    bool ipv4_ = true;
+};
 
 // Zero pad bytes after the payload, the ICRC, and zero Ethernet padding up to wire_length: the
 // last step once the payload is in place. `frame` is the buffer build_frame_headers wrote.

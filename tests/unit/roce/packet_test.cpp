@@ -171,6 +171,51 @@ TEST(Packet, EveryOpcodeEveryPadOverIpv4AndIpv6) {
     }
 }
 
+// A QP's header template writes what the builder writes, for every opcode, IP version, VLAN
+// and length (so the IPv4 checksum patched from the template's sum is the one computed afresh),
+// and a frame from it parses with its ICRC.
+TEST(Packet, AHeaderTemplateBuildsWhatTheBuilderBuilds) {
+    for (const Opcode opcode : all_opcodes) {
+        const OpcodeInfo& info = opcode_info(opcode);
+        for (const IpVersion version : {IpVersion::ipv4, IpVersion::ipv6}) {
+            for (const bool vlan : {false, true}) {
+                FrameHeaders h = sample_headers(opcode, version, vlan);
+                const HeaderTemplate tpl = HeaderTemplate::make(sample_headers(
+                    Opcode::rc_send_only, version, vlan)); // made from another opcode
+                for (const std::uint32_t length : {0U, 1U, 3U, 64U, 1021U, 4096U}) {
+                    if (!info.has_payload && length != 0) {
+                        continue;
+                    }
+                    SCOPED_TRACE(std::string(info.name) + (vlan ? " vlan " : " ") +
+                                 std::to_string(length));
+                    h.bth.psn = (h.bth.psn + 7) & 0xffffffU;
+                    Bytes expected(length + 200, 0xee);
+                    Bytes got(length + 200, 0xee);
+                    const FrameLayout a = build_frame_headers(h, length, expected);
+                    const FrameLayout b = tpl.build(h, length, got);
+                    ASSERT_TRUE(a.ok());
+                    ASSERT_TRUE(b.ok());
+                    EXPECT_EQ(b.payload_offset, a.payload_offset);
+                    EXPECT_EQ(b.frame_length, a.frame_length);
+                    EXPECT_EQ(b.wire_length, a.wire_length);
+                    EXPECT_EQ(got, expected);
+                    ASSERT_TRUE(finalize_frame(got, b));
+                    got.resize(b.wire_length);
+                    if (version == IpVersion::ipv6) {
+                        ASSERT_TRUE(set_ipv6_udp_checksum(got, b));
+                    }
+                    EXPECT_TRUE(parse_roce_frame(got).ok());
+                }
+            }
+        }
+    }
+    Bytes small(40);
+    EXPECT_EQ(HeaderTemplate::make(sample_headers(Opcode::rc_send_only, IpVersion::ipv4, false))
+                  .build(sample_headers(Opcode::rc_send_only, IpVersion::ipv4, false), 0, small)
+                  .error,
+              BuildError::buffer_too_small);
+}
+
 TEST(Packet, ShortFramesArePaddedTo60Bytes) {
     const FrameHeaders h = sample_headers(Opcode::rc_send_only);
     Bytes out(64, 0xee);
