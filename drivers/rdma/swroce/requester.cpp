@@ -224,7 +224,7 @@ void send_repairs(SwroceQp& qp, TxBatch& tx) noexcept {
             break;
         }
         const ReadAsk ask{std::max(wqe.repair_from, wqe.responses), wqe.repair_end};
-        if (ask.from >= ask.end || wqe.answered()) {
+        if (!wqe.is_read_or_atomic() || ask.from >= ask.end || wqe.answered()) {
             wqe.repair_end = wqe.repair_from; // answered meanwhile
             continue;
         }

@@ -89,11 +89,12 @@ bool fill_wqe(const rdma::SendWr& wr, SendWqe& wqe) noexcept {
     wqe.checked = false;
     wqe.next_packet = 0;
     wqe.responses = 0;
+    // A READ that completed before its noted request went out leaves it on the slot.
+    wqe.repair_from = 0;
+    wqe.repair_end = 0;
     if (wqe_is_read_or_atomic(wr.opcode)) {
         wqe.ahead.clear();
         wqe.response_reach = 0;
-        wqe.repair_from = 0;
-        wqe.repair_end = 0;
     }
     wqe.local_status = rdma::WcStatus::success;
     wqe.local_vendor_error = 0;

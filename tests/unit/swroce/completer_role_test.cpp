@@ -381,6 +381,41 @@ TEST_F(ReadCompleterTest, AResponseAskedForAndLostAgainIsAskedForOnceItsAnswerIs
     EXPECT_EQ(again[0].reth.dma_length, mtu);
 }
 
+// A READ whose missing response came late, before the one asked for again went out, completes
+// with that request still noted on its send-queue slot. A WRITE that later takes the slot must
+// not carry it: when another READ then asks for a lost response, the requester used to send the
+// WRITE's first packet again as a "repair" (a WQE of any kind with a noted request was taken).
+TEST_F(ReadCompleterTest, ARepairNotedOnAReusedSlotSendsNothingForTheWriteThere) {
+    std::uint64_t now = tsc();
+    answer(Opcode::rc_rdma_read_response_first, 0, 0, mtu, now);
+    answer(Opcode::rc_rdma_read_response_last, 2, 2 * mtu, length, now); // asks for response 1
+    answer(Opcode::rc_rdma_read_response_middle, 1, mtu, 2 * mtu, now);  // ... which comes late
+    ASSERT_EQ(send_completions().size(), 1U);
+    ASSERT_TRUE(qp().send_queue.empty());
+    // WRITEs round the ring up to its last slot, a READ there, and a WRITE in the first READ's
+    // slot behind it, sent and not acknowledged.
+    std::uint32_t psn = sq_psn + 3;
+    const std::uint32_t slots = qp().send_queue.capacity();
+    for (std::uint32_t i = 1; i + 1 < slots; ++i) {
+        post_deferred(write_wr(100 + i, 0, 100, 0x10000));
+        ASSERT_EQ(run_requester_once(now).size(), 1U) << "WRITE " << i;
+        acknowledge(psn++, roce::ack_syndrome(), now);
+        (void)send_completions();
+    }
+    const std::uint32_t read_psn = psn;
+    post_deferred(read_wr(2, 8192, length, peer_va + 0x10000));
+    post_deferred(write_wr(200, 0, 100, 0x10000));
+    ASSERT_EQ(run_requester_once(now).size(), 2U);
+    ASSERT_EQ(qp().send_queue.size(), 2U);
+    // The READ loses a response and asks for it.
+    answer(Opcode::rc_rdma_read_response_first, read_psn - sq_psn, 0, mtu, now);
+    answer(Opcode::rc_rdma_read_response_last, read_psn - sq_psn + 2, 2 * mtu, length, now);
+    const SentFrames again = run_requester_once(now);
+    ASSERT_EQ(again.size(), 1U) << "the READ's request only, nothing for the WRITE";
+    EXPECT_EQ(again[0].opcode(), Opcode::rc_rdma_read_request);
+    EXPECT_EQ(again[0].bth.psn, read_psn + 1);
+}
+
 // Responses further past a missing one than the map holds are not kept; once the hole is filled,
 // the next response shows them missing, and they are asked for.
 TEST_F(CompleterRoleTest, ResponsesBeyondTheMapAreAskedForOnceItMovesOn) {
