@@ -73,17 +73,13 @@ void BM_Crc32Pclmul(benchmark::State& state) {
 BENCHMARK(BM_Crc32Table)->Arg(64)->Arg(1024)->Arg(4096);
 BENCHMARK(BM_Crc32Pclmul)->Arg(64)->Arg(1024)->Arg(4096);
 
-// verify_icrc of a WRITE ONLY frame with range(0) payload bytes: masking copy, FF prefix, CRC
-// and compare. Bytes processed are the whole frame's (Ethernet header included), so
-// bytes_per_second is per frame byte.
-void icrc_bench(benchmark::State& state, CrcPath path) {
+// verify_icrc of `datagram` (an IP datagram) in the loop: masking copy, FF prefix, CRC and
+// compare. False when the path cannot run here or the ICRC does not verify (the state says why).
+bool verify_loop(benchmark::State& state, std::span<const std::uint8_t> datagram, CrcPath path) {
     if (path == CrcPath::pclmul && !pclmul_supported()) {
         state.SkipWithError("no PCLMULQDQ on this CPU");
-        return;
+        return false;
     }
-    const std::vector<std::uint8_t> frame =
-        write_only_frame(static_cast<std::size_t>(state.range(0)));
-    const std::span<const std::uint8_t> datagram = std::span(frame).subspan(14);
     bool ok = true;
     for (auto _ : state) {
         ok &= verify_icrc(datagram, path);
@@ -92,30 +88,29 @@ void icrc_bench(benchmark::State& state, CrcPath path) {
     if (!ok) {
         state.SkipWithError("ICRC did not verify");
     }
-    state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(frame.size()));
+    return ok;
 }
 
-// The same for an ACK (IPv4 + UDP + BTH + AETH: 44 bytes covered, less than the three 16-byte
-// blocks the masked headers round up to): one answers every WRITE.
-void icrc_ack_bench(benchmark::State& state, CrcPath path) {
-    if (path == CrcPath::pclmul && !pclmul_supported()) {
-        state.SkipWithError("no PCLMULQDQ on this CPU");
-        return;
+// A WRITE ONLY frame with range(0) payload bytes. Bytes processed are the whole frame's
+// (Ethernet header included), so bytes_per_second is per frame byte.
+void icrc_bench(benchmark::State& state, CrcPath path) {
+    const std::vector<std::uint8_t> frame =
+        write_only_frame(static_cast<std::size_t>(state.range(0)));
+    if (verify_loop(state, std::span(frame).subspan(14), path)) {
+        state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(frame.size()));
     }
+}
+
+// An ACK (IPv4 + UDP + BTH + AETH: 44 bytes covered, less than the three 16-byte blocks the
+// masked headers round up to): one answers every WRITE.
+void icrc_ack_bench(benchmark::State& state, CrcPath path) {
     FrameHeaders h = rxe_like_headers(Opcode::rc_acknowledge);
     h.aeth = {0x1f, 7};
     std::vector<std::uint8_t> frame(128);
     const FrameLayout layout = build_frame(h, {}, frame);
-    const std::span<const std::uint8_t> datagram =
-        std::span(frame).subspan(layout.ip_offset, layout.frame_length - layout.ip_offset);
-    bool ok = true;
-    for (auto _ : state) {
-        ok &= verify_icrc(datagram, path);
-        benchmark::DoNotOptimize(ok);
-    }
-    if (!ok) {
-        state.SkipWithError("ICRC did not verify");
-    }
+    (void)verify_loop(
+        state, std::span(frame).subspan(layout.ip_offset, layout.frame_length - layout.ip_offset),
+        path);
 }
 void BM_IcrcAckTable(benchmark::State& state) {
     icrc_ack_bench(state, CrcPath::table);
