@@ -95,6 +95,13 @@ struct SendWqe {
     [[nodiscard]] bool answered() const noexcept {
         return is_read_or_atomic() && assigned && responses == psn_span;
     }
+
+    // One past the run of responses missing from the first on: up to the next that arrived, or
+    // the end when none after it did.
+    [[nodiscard]] std::uint32_t first_gap_end() const noexcept {
+        const std::uint32_t hole = ahead.first_hole();
+        return hole == 0 ? psn_span : responses + hole;
+    }
 };
 
 // READ response packets of a resource still to send, [next, end). Each goes out as the opcode its

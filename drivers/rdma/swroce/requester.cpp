@@ -107,8 +107,7 @@ struct ReadAsk {
 };
 
 ReadAsk read_ask(const SendWqe& wqe) noexcept {
-    const std::uint32_t hole = wqe.ahead.first_hole();
-    return {wqe.responses, hole == 0 ? wqe.psn_span : wqe.responses + hole};
+    return {wqe.responses, wqe.first_gap_end()};
 }
 
 // The headers of packet `plan` of `wqe` (a READ: asking for `ask`).

@@ -155,8 +155,7 @@ void chase_responses(SwroceQp& qp, SendWqe& wqe, std::uint64_t now) noexcept {
     if (now - wqe.repair_tsc < restart_guard(qp)) {
         return; // what was asked for may still be on its way
     }
-    const std::uint32_t hole = wqe.ahead.first_hole();
-    ask_for_responses(qp, wqe, wqe.responses, hole == 0 ? wqe.psn_span : wqe.responses + hole, now);
+    ask_for_responses(qp, wqe, wqe.responses, wqe.first_gap_end(), now);
 }
 
 namespace {
