@@ -71,7 +71,7 @@ inline void leave(BurstSlot& slot) noexcept {
 // the kernel has no private expedited membarrier (the port then runs ungated; the caller says so).
 Status attach(GatedBursts& bursts);
 // Takes `bursts` out from under the gate; stops parking with the last one. Waits for a park
-// under way to end (at most a millisecond). The port must not be burst on any more.
+// under way to end (it is woken at once). The port must not be burst on any more.
 void detach(GatedBursts& bursts) noexcept;
 // Windows the interrupt thread has opened since the process started: tests see the gate work.
 std::uint64_t windows() noexcept;
