@@ -271,7 +271,18 @@ Status Eal::cleanup() {
     owns_ = false;
     g_eal_state = EalState::cleaned_up;
     remove_vdevs_newest_first();
+    // DPDK 22.11 leaves the runtime directory behind; one per run piled up in /var/run/dpdk. The
+    // one of a prefix prdma made up (prdma_<pid>) is this process's alone, so it goes too.
+    const std::string own_prefix = strformat("prdma_%d", static_cast<int>(::getpid()));
+    std::filesystem::path runtime_dir;
+    if (std::find(args_.begin(), args_.end(), "--file-prefix=" + own_prefix) != args_.end()) {
+        runtime_dir = rte_eal_get_runtime_dir();
+    }
     const int rc = rte_eal_cleanup();
+    if (runtime_dir.filename() == own_prefix) {
+        std::error_code ignored; // a directory someone else removed is as good as removed
+        std::filesystem::remove_all(runtime_dir, ignored);
+    }
     if (rc != 0) {
         return Error(StatusCode::internal,
                      strformat("rte_eal_cleanup failed: %s", rte_strerror(-rc)));
