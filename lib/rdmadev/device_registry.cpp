@@ -9,6 +9,7 @@
 
 #include <rte_bus_vdev.h>
 #include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_errno.h>
 
 #include <prdma/format.hpp>
@@ -280,6 +281,15 @@ Result<DeviceId> find_device(std::string_view name) {
 std::string device_name(DeviceId device) {
     const driver::Device* dev = driver::device(device);
     return dev != nullptr ? dev->config.name : std::string();
+}
+
+std::string device_args(DeviceId device) {
+    const driver::Device* dev = driver::device(device);
+    if (dev == nullptr || dev->config.dpdk_device == nullptr) {
+        return {};
+    }
+    const rte_devargs* args = rte_dev_devargs(dev->config.dpdk_device);
+    return args != nullptr && args->args != nullptr ? std::string(args->args) : std::string();
 }
 
 Result<DeviceId> create_device(std::string_view devargs) {

@@ -62,6 +62,9 @@ struct MrObject;
 [[nodiscard]] std::vector<DeviceId> device_list();
 Result<DeviceId> find_device(std::string_view name);
 [[nodiscard]] std::string device_name(DeviceId device);
+// The arguments the device was created with ("port=net_memif0,ip=10.0.0.1"); empty for a device
+// that is not on a bus or has none. Tools read the ethdev under a device from it.
+[[nodiscard]] std::string device_args(DeviceId device);
 // Creates a device from devargs, as --vdev would: "rdma_swroce1,port=net_memif0,ip=10.0.0.1".
 Result<DeviceId> create_device(std::string_view devargs);
 // Removes a device: every open context gets a device_removed event and every later call on it
