@@ -52,3 +52,13 @@ g++ -std=c++20 -Wall -Wextra -Werror -fsyntax-only "$stage/data_path.cpp" $("${p
 echo "faces: driver.hpp not installed, fastpath_core.hpp refused alone, fastpath.hpp stands alone"
 libdir=$(dirname "$(find "$stage$prefix" -name 'libprdma_common.so' -print -quit)")
 LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$stage/consumer"
+# The installed driver: an example built from the installed sources with pkg-config alone creates
+# rdma_swroce0 from its EAL arguments and runs a WRITE through it.
+example=$(find "$stage$prefix" -path '*prdma/examples/hello_write.cpp' -print -quit)
+[ -n "$example" ] || { echo "examples/hello_write.cpp was not installed"; exit 1; }
+# shellcheck disable=SC2046
+g++ -std=c++20 -Wall -Wextra -Werror -o "$stage/hello_write" "$example" \
+  $("${pkg[@]}" --cflags prdma) $("${pkg[@]}" --libs prdma)
+LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$stage/hello_write" -l 0 \
+  --log-level='*:error' --vdev=net_ring0 --vdev=rdma_swroce0,port=net_ring0,ip=10.0.0.1
+echo "installed driver: hello_write built from the installed example ran over rdma_swroce0"
