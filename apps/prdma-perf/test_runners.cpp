@@ -355,6 +355,16 @@ Status run_atomic_latency(PerfSession& s, const PerfOptions& o, const KeyMessage
     return run_one_sided_latency(s, o, wr, out, verify);
 }
 
+// A timed run stops posting at an arbitrary WR, and only every `moderation`-th WR completes:
+// the run is over when each QP's last signaled WR has. Waiting for every posted WR waited for
+// completions that never come (the WRs after the last signaled one have none).
+template <typename PerQp>
+bool signaled_all_completed(const std::vector<PerQp>& state, std::uint32_t moderation) {
+    return std::all_of(state.begin(), state.end(), [moderation](const PerQp& p) {
+        return p.completed >= p.posted - p.posted % moderation;
+    });
+}
+
 Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
                      const std::vector<KeyMessage>& peers, BandwidthSamples& out,
                      VerifyRun verify) {
@@ -468,8 +478,8 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
         } else if (watchdog.expired()) {
             return stalled("completions");
         }
-        const bool all_posted = timed ? stop_posting : total_posted == out.iterations;
-        if (all_posted && total_completed == total_posted) {
+        if (timed ? stop_posting && signaled_all_completed(state, moderation)
+                  : total_posted == out.iterations && total_completed == total_posted) {
             break;
         }
     }
