@@ -2,6 +2,7 @@
 // into the class (register, unregister, complete_control, raise_event).
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -71,6 +72,17 @@ namespace detail {
 driver::Device* live_device(const ContextState& context) {
     driver::Device* dev = driver::device(context.device);
     return dev != nullptr && !dev->removed ? dev : nullptr;
+}
+
+bool with_live_device(DeviceId device, const std::function<void(driver::Device&)>& use) {
+    Registry& reg = registry();
+    const std::lock_guard lock(reg.mutex);
+    if (device >= max_devices || !reg.slots[device].device || reg.slots[device].device->removed) {
+        return false;
+    }
+    // Under the lock a device cannot be unregistered: its driver is not closed before `use` ends.
+    use(*reg.slots[device].device);
+    return true;
 }
 
 Error device_removed_error(DeviceId device) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -53,6 +54,9 @@ struct ContextState : std::enable_shared_from_this<ContextState> {
 };
 
 std::uint32_t attach_context(DeviceId device, ContextState* context);
+// Runs `use` on a device that is not removed, under the class's lock, so the device is neither
+// removed nor closed meanwhile (telemetry, from its own thread); false when there is none.
+bool with_live_device(DeviceId device, const std::function<void(driver::Device&)>& use);
 void detach_context(DeviceId device, std::uint32_t id);
 ContextState* find_context(DeviceId device, std::uint32_t id);
 // Applies a finished request to its object (see the top of this file). The caller keeps the

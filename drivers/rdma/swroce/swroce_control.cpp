@@ -216,7 +216,10 @@ Status create_qp(Device& device, const rdma::driver::QpInit& init, const Control
 
 void free_qp(SwroceDevice& dev, SwroceQp* qp) {
     const std::uint32_t slot = qp->qpn - first_qpn;
-    dev.qps[slot].reset();
+    {
+        const std::lock_guard lock(dev.qp_free_mutex);
+        dev.qps[slot].reset();
+    }
     dev.qp_slot_taken[slot] = false;
 }
 
@@ -495,7 +498,10 @@ void collect_group_requests(Device& device) {
                 break;
             case GroupWork::destroy_qp:
                 dev.qp_slot_taken[request->qp->qpn - first_qpn] = false;
-                request->qp_storage.reset(); // the owner took it out of the table
+                {
+                    const std::lock_guard lock(dev.qp_free_mutex);
+                    request->qp_storage.reset(); // the owner took it out of the table
+                }
                 break;
             case GroupWork::quiesce: {
                 QuiesceWait* wait = request->wait;
@@ -624,7 +630,7 @@ void append_link_down_counters(const SwroceDevice& dev, std::vector<rdma::Counte
 // Device totals first, then each queue group ("group1_..."), then each QP ("qp0x11_...").
 // Group and QP counters belong to their polling threads; a control-path read is a snapshot.
 void stats(Device& device, std::vector<rdma::Counter>& out) {
-    const SwroceDevice& dev = swroce(device);
+    SwroceDevice& dev = swroce(device);
     SwroceCounters total = dev.control_counters;
     for (const auto& group : dev.groups) {
         total += group->counters;
@@ -634,6 +640,7 @@ void stats(Device& device, std::vector<rdma::Counter>& out) {
     for (std::size_t g = 0; g < dev.groups.size(); ++g) {
         append_counters("group" + std::to_string(g) + "_", dev.groups[g]->counters, out);
     }
+    const std::lock_guard lock(dev.qp_free_mutex); // telemetry reads this from its own thread
     for (const auto& owned : dev.qps) {
         const SwroceQp* qp = owned.get();
         if (qp == nullptr) {
@@ -655,6 +662,30 @@ void stats(Device& device, std::vector<rdma::Counter>& out) {
         for (const auto& [name, value] : values) {
             out.push_back({prefix + name, value});
         }
+    }
+}
+
+// Telemetry's view of every QP in the table (see DeviceOps::qp_telemetry).
+void qp_telemetry(Device& device, std::vector<rdma::driver::QpTelemetry>& out) {
+    SwroceDevice& dev = swroce(device);
+    const std::lock_guard lock(dev.qp_free_mutex);
+    for (const auto& owned : dev.qps) {
+        const SwroceQp* qp = owned.get();
+        if (qp == nullptr) {
+            continue;
+        }
+        out.push_back({.qpn = qp->qpn,
+                       .state = qp->state(),
+                       .queue_group = qp->queue_group,
+                       .dest_qpn = qp->attr.dest_qpn,
+                       .send_psn = qp->req.send_psn,
+                       .acked_psn = qp->req.acked_psn,
+                       .expected_psn = qp->resp.expected_psn,
+                       .outstanding = qp->send_queue.size(),
+                       .retries_left = qp->req.retries_left,
+                       .rnr_retries_left = qp->req.rnr_retries_left,
+                       .retransmissions = qp->counters.retransmissions,
+                       .timeouts = qp->counters.timeouts});
     }
 }
 
@@ -744,6 +775,7 @@ const rdma::driver::DeviceOps swroce_ops = {
     .query_qp = query_qp,
     .close = close_device,
     .stats = stats,
+    .qp_telemetry = qp_telemetry,
 };
 
 } // namespace prdma::swroce

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
@@ -127,6 +128,10 @@ struct SwroceDevice {
     // group steers a frame to another without reading that group's slots, and each slot is
     // written only by whoever drives its group (the owner, or the control path when it may).
     std::vector<std::unique_ptr<SwroceQp>> qps;
+    // Held where the control path frees a QP and while telemetry reads the table from its own
+    // thread, so a QP telemetry found stays alive while it is read. Never on the fast path: an
+    // owner taking a QP out of its slot leaves it alive until the control path frees it.
+    std::mutex qp_free_mutex;
     std::uint32_t qps_per_group = 0;
     std::vector<bool> qp_slot_taken; // control path: slots given to QPs (published or pending)
     std::vector<std::unique_ptr<QueueGroupState>> groups;
