@@ -112,14 +112,6 @@ constexpr const char* usage_text =
     "  -h, --help             this text (also without --)\n"
     "prdma adds %s and a per-process --file-prefix unless given.\n";
 
-// 0x801ee0fffe333e37 as 801e:e0ff:fe33:3e37, as ibv_devinfo prints GUIDs.
-std::string guid_text(std::uint64_t guid) {
-    return prdma::strformat("%04x:%04x:%04x:%04x", static_cast<unsigned>(guid >> 48) & 0xffffU,
-                            static_cast<unsigned>(guid >> 32) & 0xffffU,
-                            static_cast<unsigned>(guid >> 16) & 0xffffU,
-                            static_cast<unsigned>(guid) & 0xffffU);
-}
-
 std::string gid_text(const prdma::rdma::Gid& gid) {
     char text[INET6_ADDRSTRLEN] = {};
     inet_ntop(AF_INET6, gid.raw.data(), text, sizeof(text));
@@ -227,9 +219,9 @@ int print_device(prdma::rdma::DeviceId id, const Options& options) {
                 "\tvendor_part_id:\t\t\t%u\n\thw_ver:\t\t\t\t0x%x\n\tphys_port_cnt:\t\t\t%u\n"
                 "\tethdev:\t\t\t\t%s\n",
                 rdma::device_name(id).c_str(), a.fw_version >> 16, (a.fw_version >> 8) & 0xffU,
-                a.fw_version & 0xffU, guid_text(a.node_guid).c_str(),
-                guid_text(a.system_image_guid).c_str(), a.vendor_id, a.device_id, a.device_rev,
-                a.port_count, ethdev_text(id).c_str());
+                a.fw_version & 0xffU, prdma::rdma::guid_string(a.node_guid).c_str(),
+                prdma::rdma::guid_string(a.system_image_guid).c_str(), a.vendor_id, a.device_id,
+                a.device_rev, a.port_count, ethdev_text(id).c_str());
     if (options.verbose) {
         print_device_attrs(a);
     }

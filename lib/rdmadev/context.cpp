@@ -145,15 +145,7 @@ Status Context::query_device(void* buffer, std::uint32_t* size, std::uint32_t ve
     if (dev == nullptr) {
         return detail::device_removed_error(state_->device);
     }
-    DeviceAttr attr = dev->config.attr;
-    attr.version = attr_version_current;
-    attr.port_count = dev->config.port_count;
-    attr.page_size_support = dev->config.registry.page_sizes;
-    attr.max_fast_reg_pages = dev->config.registry.max_fast_reg_pages;
-    // Key 0 is never handed out, and a device with a reserved L_Key holds the DMA region's key
-    // for its whole life (get_dma_region shares it rather than taking another).
-    attr.max_mr = dev->config.registry.max_keys - 1 - (attr.reserved_lkey != 0 ? 1U : 0U);
-    attr.max_mr_size = dev->config.registry.max_region_bytes;
+    DeviceAttr attr = detail::device_attr(*dev);
     attr.port_attr_offset = static_cast<std::uint32_t>(align8(sizeof(DeviceAttr)));
 
     std::vector<std::uint8_t> blob(attr.port_attr_offset, 0);
@@ -272,6 +264,19 @@ std::size_t Context::poll_events(std::span<Event> out) {
 }
 
 namespace detail {
+
+DeviceAttr device_attr(const driver::Device& dev) {
+    DeviceAttr attr = dev.config.attr;
+    attr.version = attr_version_current;
+    attr.port_count = dev.config.port_count;
+    attr.page_size_support = dev.config.registry.page_sizes;
+    attr.max_fast_reg_pages = dev.config.registry.max_fast_reg_pages;
+    // Key 0 is never handed out, and a device with a reserved L_Key holds the DMA region's key
+    // for its whole life (get_dma_region shares it rather than taking another).
+    attr.max_mr = dev.config.registry.max_keys - 1 - (attr.reserved_lkey != 0 ? 1U : 0U);
+    attr.max_mr_size = dev.config.registry.max_region_bytes;
+    return attr;
+}
 
 Error context_closed_error() {
     return {StatusCode::invalid_parameter,

@@ -42,13 +42,6 @@ std::optional<std::vector<std::uint32_t>> parse_params(const char* params, std::
     return values;
 }
 
-std::string guid_text(std::uint64_t guid) {
-    return strformat("%04x:%04x:%04x:%04x", static_cast<unsigned>(guid >> 48) & 0xffffU,
-                     static_cast<unsigned>(guid >> 32) & 0xffffU,
-                     static_cast<unsigned>(guid >> 16) & 0xffffU,
-                     static_cast<unsigned>(guid) & 0xffffU);
-}
-
 int handle_list(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) {
     rte_tel_data_start_array(d, RTE_TEL_INT_VAL);
     for (DeviceId id : device_list()) {
@@ -64,11 +57,11 @@ int handle_info(const char* /*cmd*/, const char* params, rte_tel_data* d) {
     }
     const std::string args = device_args((*ids)[0]);
     const bool found = detail::with_live_device((*ids)[0], [&](driver::Device& dev) {
-        const DeviceAttr& a = dev.config.attr;
+        const DeviceAttr a = detail::device_attr(dev);
         rte_tel_data_start_dict(d);
         rte_tel_data_add_dict_string(d, "name", dev.config.name.c_str());
         rte_tel_data_add_dict_string(d, "devargs", args.c_str());
-        rte_tel_data_add_dict_string(d, "node_guid", guid_text(a.node_guid).c_str());
+        rte_tel_data_add_dict_string(d, "node_guid", guid_string(a.node_guid).c_str());
         rte_tel_data_add_dict_u64(d, "vendor_id", a.vendor_id);
         rte_tel_data_add_dict_u64(d, "max_qp", a.max_qp);
         rte_tel_data_add_dict_u64(d, "max_qp_wr", a.max_qp_wr);

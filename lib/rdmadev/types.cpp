@@ -1,3 +1,4 @@
+#include <prdma/format.hpp>
 #include <prdma/rdmadev/types.hpp>
 #include <prdma/rdmadev/work_request.hpp>
 
@@ -33,6 +34,13 @@ Mtu mtu_for_ethernet(unsigned ethernet_mtu) {
         }
     }
     return Mtu::mtu_256;
+}
+
+std::string guid_string(std::uint64_t guid) {
+    return strformat("%04x:%04x:%04x:%04x", static_cast<unsigned>(guid >> 48) & 0xffffU,
+                     static_cast<unsigned>(guid >> 32) & 0xffffU,
+                     static_cast<unsigned>(guid >> 16) & 0xffffU,
+                     static_cast<unsigned>(guid) & 0xffffU);
 }
 
 std::string_view qp_state_name(QpState state) {

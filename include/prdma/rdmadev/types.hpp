@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include <prdma/build_config.hpp>
@@ -47,6 +48,8 @@ enum class QpType : std::uint8_t { rc = 2 };
 
 enum class QpState : std::uint8_t { reset, init, rtr, rts, sqd, sqe, err };
 std::string_view qp_state_name(QpState state);
+// A node or port GUID as ibv_devinfo prints it: 0x801ee0fffe333e37 as 801e:e0ff:fe33:3e37.
+std::string guid_string(std::uint64_t guid);
 
 // Attribute mask of modify_qp (ibv_qp_attr_mask's meaning): which fields of a QpAttr count.
 enum class QpAttrField : std::uint32_t {
