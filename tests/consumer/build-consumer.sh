@@ -62,3 +62,21 @@ g++ -std=c++20 -Wall -Wextra -Werror -o "$stage/hello_write" "$example" \
 LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$stage/hello_write" -l 0 \
   --log-level='*:error' --vdev=net_ring0 --vdev=rdma_swroce0,port=net_ring0,ip=10.0.0.1
 echo "installed driver: hello_write built from the installed example ran over rdma_swroce0"
+# rc_pingpong from the installed sources, between two processes over memif.
+example=$(dirname "$example")/rc_pingpong.cpp
+# shellcheck disable=SC2046
+g++ -std=c++20 -Wall -Wextra -Werror -o "$stage/rc_pingpong" "$example" \
+  $("${pkg[@]}" --cflags prdma) $("${pkg[@]}" --libs prdma)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+memif() { echo "--vdev=net_memif0,role=$1,socket=$stage/pp.sock,socket-abstract=no"; }
+LD_LIBRARY_PATH="$libdir" timeout 60 "$stage/rc_pingpong" -l 0 --log-level='*:error' \
+  "$(memif server)" --vdev=rdma_swroce0,port=net_memif0,ip=10.0.0.1 -- -p "$port" -n 1000 \
+  > "$stage/server.out" 2>&1 &
+server=$!
+for _ in $(seq 200); do [ -S "$stage/pp.sock" ] && break; sleep 0.05; done
+LD_LIBRARY_PATH="$libdir" timeout 60 "$stage/rc_pingpong" -l 1 --log-level='*:error' \
+  "$(memif client)" --vdev=rdma_swroce0,port=net_memif0,ip=10.0.0.2 -- -p "$port" -n 1000 \
+  127.0.0.1 || { kill "$server" 2>/dev/null; cat "$stage/server.out"; exit 1; }
+wait "$server" || { cat "$stage/server.out"; exit 1; }
+grep -q '^1000 iters in' "$stage/server.out" || { cat "$stage/server.out"; exit 1; }
+echo "installed driver: rc_pingpong built from the installed example ran between two processes"

@@ -4,8 +4,10 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstring>
 #include <linux/membarrier.h>
+#include <memory>
 #include <mutex>
 #include <sys/syscall.h>
 #include <thread>
@@ -43,9 +45,14 @@ struct Gate {
     std::atomic<std::uint64_t> windows{0};
 };
 
+// Never destroyed: a program that exits without closing its ports (std::exit, a return from main
+// with EAL still up) runs static destructors while the interrupt thread may be parked on `wake`;
+// glibc's pthread_cond_destroy then waits for that waiter, which afterwards would use a destroyed
+// Gate.
 Gate& gate() {
-    static Gate g;
-    return g;
+    alignas(Gate) static std::byte storage[sizeof(Gate)];
+    static Gate* const g = std::construct_at(reinterpret_cast<Gate*>(storage));
+    return *g;
 }
 
 long membarrier(int cmd) {
