@@ -74,6 +74,14 @@ driver::Device* live_device(const ContextState& context) {
     return dev != nullptr && !dev->removed ? dev : nullptr;
 }
 
+std::string device_args_of(const driver::Device& dev) {
+    if (dev.config.dpdk_device == nullptr) {
+        return {};
+    }
+    const rte_devargs* args = rte_dev_devargs(dev.config.dpdk_device);
+    return args != nullptr && args->args != nullptr ? std::string(args->args) : std::string();
+}
+
 bool with_live_device(DeviceId device, const std::function<void(driver::Device&)>& use) {
     Registry& reg = registry();
     const std::lock_guard lock(reg.mutex);
@@ -297,11 +305,7 @@ std::string device_name(DeviceId device) {
 
 std::string device_args(DeviceId device) {
     const driver::Device* dev = driver::device(device);
-    if (dev == nullptr || dev->config.dpdk_device == nullptr) {
-        return {};
-    }
-    const rte_devargs* args = rte_dev_devargs(dev->config.dpdk_device);
-    return args != nullptr && args->args != nullptr ? std::string(args->args) : std::string();
+    return dev != nullptr ? detail::device_args_of(*dev) : std::string();
 }
 
 Result<DeviceId> create_device(std::string_view devargs) {

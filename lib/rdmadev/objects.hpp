@@ -56,6 +56,8 @@ struct ContextState : std::enable_shared_from_this<ContextState> {
 std::uint32_t attach_context(DeviceId device, ContextState* context);
 // The device's attributes as query_device answers them (the driver's, with the class's limits).
 DeviceAttr device_attr(const driver::Device& dev);
+// The arguments `dev` was created with (device_args()).
+std::string device_args_of(const driver::Device& dev);
 // Runs `use` on a device that is not removed, under the class's lock, so the device is neither
 // removed nor closed meanwhile (telemetry, from its own thread); false when there is none.
 bool with_live_device(DeviceId device, const std::function<void(driver::Device&)>& use);

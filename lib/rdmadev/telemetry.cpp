@@ -55,12 +55,11 @@ int handle_info(const char* /*cmd*/, const char* params, rte_tel_data* d) {
     if (!ids) {
         return -EINVAL;
     }
-    const std::string args = device_args((*ids)[0]);
     const bool found = detail::with_live_device((*ids)[0], [&](driver::Device& dev) {
         const DeviceAttr a = detail::device_attr(dev);
         rte_tel_data_start_dict(d);
         rte_tel_data_add_dict_string(d, "name", dev.config.name.c_str());
-        rte_tel_data_add_dict_string(d, "devargs", args.c_str());
+        rte_tel_data_add_dict_string(d, "devargs", detail::device_args_of(dev).c_str());
         rte_tel_data_add_dict_string(d, "node_guid", guid_string(a.node_guid).c_str());
         rte_tel_data_add_dict_u64(d, "vendor_id", a.vendor_id);
         rte_tel_data_add_dict_u64(d, "max_qp", a.max_qp);
