@@ -80,3 +80,25 @@ LD_LIBRARY_PATH="$libdir" timeout 60 "$stage/rc_pingpong" -l 1 --log-level='*:er
 wait "$server" || { cat "$stage/server.out"; exit 1; }
 grep -q '^1000 iters in' "$stage/server.out" || { cat "$stage/server.out"; exit 1; }
 echo "installed driver: rc_pingpong built from the installed example ran between two processes"
+# write_read from the installed sources: fast-register, WRITE and READ through it, invalidate.
+example=$(dirname "$example")/write_read.cpp
+# shellcheck disable=SC2046
+g++ -std=c++20 -Wall -Wextra -Werror -o "$stage/write_read" "$example" \
+  $("${pkg[@]}" --cflags prdma) $("${pkg[@]}" --libs prdma)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+memif() { echo "--vdev=net_memif0,role=$1,socket=$stage/wr.sock,socket-abstract=no"; }
+LD_LIBRARY_PATH="$libdir" timeout 60 "$stage/write_read" -l 0 --log-level='*:error' \
+  "$(memif server)" --vdev=rdma_swroce0,port=net_memif0,ip=10.0.0.1 -- -p "$port" -s 10000 \
+  > "$stage/server.out" 2>&1 &
+server=$!
+for _ in $(seq 200); do [ -S "$stage/wr.sock" ] && break; sleep 0.05; done
+LD_LIBRARY_PATH="$libdir" timeout 60 "$stage/write_read" -l 1 --log-level='*:error' \
+  "$(memif client)" --vdev=rdma_swroce0,port=net_memif0,ip=10.0.0.2 -- -p "$port" -s 10000 \
+  127.0.0.1 > "$stage/client.out" 2>&1 ||
+  { kill "$server" 2>/dev/null; cat "$stage/client.out" "$stage/server.out"; exit 1; }
+wait "$server" || { cat "$stage/server.out"; exit 1; }
+grep -q '^round 3: rkey 0x[0-9a-f]* invalidated$' "$stage/server.out" ||
+  { cat "$stage/server.out"; exit 1; }
+grep -q 'invalidated rkey .*: remote_access_error (expected)$' "$stage/client.out" ||
+  { cat "$stage/client.out"; exit 1; }
+echo "installed driver: write_read built from the installed example ran between two processes"
