@@ -10,8 +10,10 @@
 // in two shells just work. The out-of-band exchange is perftest 6.06's, byte for byte, so a real
 // ib_write_lat can be the peer (perftest_wire.hpp); the tables are perftest's (report.hpp).
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -20,8 +22,10 @@
 
 #include <rte_cycles.h>
 
+#include <prdma/build_config.hpp>
 #include <prdma/eal.hpp>
 
+#include "core_placement.hpp"
 #include "oob_channel.hpp"
 #include "options.hpp"
 #include "perf_session.hpp"
@@ -80,31 +84,40 @@ Status xchg_bw_reports(OobChannel& oob, const BwReport& mine, BwReport& theirs) 
     return {};
 }
 
-// Result rows, and under --verify what was checked for each (the JSON row carries it, the text
-// table gets a line under the row).
+// Result rows, and under --verify what was checked for each (the text table gets a line under
+// the row, the JSON object carries it); --json rows replace the text on stdout, --out_json
+// rewrites its file with each row as perftest does (the file holds the last one).
 class Printer {
 public:
     Printer(const PerfOptions& o, Verifier* verifier) : options_(o), verifier_(verifier) {}
+    void set_info(const TestInfo& info) { info_ = info; }
     void text(const std::string& s) const {
         if (!options_.json) {
             std::fputs(s.c_str(), stdout);
             std::fflush(stdout);
         }
     }
-    void latency(const LatencyReport& r) const {
+    Status latency(const LatencyReport& r) const {
         const auto verified = summary();
-        std::fputs(options_.json ? json_latency(options_.test, r, verified).c_str()
-                                 : latency_row(r, options_.duration_seconds != 0).c_str(),
-                   stdout);
+        const bool duration = options_.duration_seconds != 0;
+        if (options_.json) {
+            std::fputs(perftest_json(info_, r, duration, verified, true).c_str(), stdout);
+        } else {
+            std::fputs(latency_row(r, duration).c_str(), stdout);
+        }
         verify_line_for(verified);
+        return write_json_file(perftest_json(info_, r, duration, verified, false));
     }
-    void bandwidth(const BandwidthReport& r) const {
+    Status bandwidth(const BandwidthReport& r) const {
         const auto verified = summary();
-        std::fputs(options_.json
-                       ? json_bandwidth(options_.test, r, options_.report_gbits, verified).c_str()
-                       : bandwidth_row(r, options_.report_gbits).c_str(),
-                   stdout);
+        const bool gbits = options_.report_gbits;
+        if (options_.json) {
+            std::fputs(perftest_json(info_, r, gbits, verified, true).c_str(), stdout);
+        } else {
+            std::fputs(bandwidth_row(r, gbits).c_str(), stdout);
+        }
         verify_line_for(verified);
+        return write_json_file(perftest_json(info_, r, gbits, verified, false));
     }
 
 private:
@@ -117,9 +130,27 @@ private:
         }
         std::fflush(stdout);
     }
+    [[nodiscard]] Status write_json_file(const std::string& object) const {
+        if (!options_.out_json) {
+            return {};
+        }
+        std::FILE* file = std::fopen(options_.out_json_file.c_str(), "w");
+        if (file == nullptr) {
+            return Error(StatusCode::invalid_parameter, "--out_json: cannot write " +
+                                                            options_.out_json_file + ": " +
+                                                            std::strerror(errno));
+        }
+        const bool written = std::fputs(object.c_str(), file) >= 0;
+        if (std::fclose(file) != 0 || !written) {
+            return Error(StatusCode::internal, "--out_json: writing " + options_.out_json_file +
+                                                   " failed: " + std::strerror(errno));
+        }
+        return {};
+    }
 
     const PerfOptions& options_;
     Verifier* verifier_;
+    TestInfo info_;
 };
 
 std::uint32_t cache_line_size() {
@@ -189,11 +220,329 @@ Status run(const PerfOptions& o) {
     return status;
 }
 
+// What the measured phase of a run works with, once the QPs are connected.
+struct Phase {
+    const PerfOptions& o;
+    PerfSession& session;
+    Exchange& x;
+    const Printer& print;
+    Verifier* verifier;
+    WalkParams walk;
+    bool client;
+};
+
+// Waiting for a peer that runs its whole test: allow for long runs.
+constexpr auto whole_test = std::chrono::milliseconds(3600s);
+
+// The latency tests' measured phase and closing exchange, in each perftest tool's order.
+Status latency_phase(const Phase& ph) {
+    const PerfOptions& o = ph.o;
+    PerfSession& session = ph.session;
+    Exchange& x = ph.x;
+    OobChannel& oob = x.oob;
+    const Printer& print = ph.print;
+    Verifier* const verifier = ph.verifier;
+    const bool client = ph.client;
+    const Verb verb = o.test.verb;
+    const auto tsc_hz = static_cast<double>(rte_get_tsc_hz());
+    const bool duration = o.duration_seconds != 0;
+    const bool half_round_trip = verb == Verb::write || verb == Verb::send;
+    print.text(latency_table_header(duration));
+    const bool passive = !client && (verb == Verb::read || verb == Verb::atomic);
+    if (passive) {
+        oob.set_timeout(whole_test);
+        if (Status st = close_connection(x); !st.ok()) {
+            return st;
+        }
+        if (verifier != nullptr) {
+            print.text(verify_line(verifier->take_summary()));
+        }
+        print.text(result_line());
+        return oob.finish();
+    }
+    for (unsigned index = 0; index < o.sizes.size(); ++index) {
+        const std::uint64_t size = o.sizes[index];
+        const VerifyRun verify{verifier, index};
+        LatencySamples samples;
+        Status st;
+        if (verb == Verb::write) {
+            st = run_write_latency(session, o, size, x.theirs[0], !client, samples, verify);
+        } else if (verb == Verb::send) {
+            const auto receives = static_cast<std::uint32_t>(o.rx_depth);
+            if (st = post_receives(session, o, size, receives, verify); st.ok()) {
+                st = hand_shake(x, 0); // the peer's receives are posted too
+            }
+            if (st.ok()) {
+                st = run_send_latency(session, o, size, !client, samples, verify);
+            }
+        } else if (verb == Verb::read) {
+            st = run_read_latency(session, o, size, x.theirs[0], samples, verify);
+        } else {
+            st = run_atomic_latency(session, o, x.theirs[0], samples, verify);
+        }
+        if (!st.ok()) {
+            return st;
+        }
+        if (o.unsorted || o.histogram) {
+            // perftest's -U and -H lists, then the table's header again above the row.
+            if (o.unsorted) {
+                print.text(
+                    latency_samples(samples.timestamps, tsc_hz / 1e6, half_round_trip, false));
+            }
+            if (o.histogram) {
+                print.text(
+                    latency_samples(samples.timestamps, tsc_hz / 1e6, half_round_trip, true));
+            }
+            print.text(latency_table_header(false));
+        }
+        const LatencyReport report =
+            duration ? duration_latency_report(samples.duration_iterations, samples.duration_cycles,
+                                               tsc_hz / 1e6, half_round_trip, size)
+                     : latency_report(samples.timestamps, tsc_hz / 1e6, half_round_trip, size);
+        if (Status printed = print.latency(report); !printed.ok()) {
+            return printed;
+        }
+    }
+    if (verb == Verb::write) {
+        print.text(result_line());
+        return oob.finish(); // ib_write_lat has no closing exchange
+    }
+    oob.set_timeout(whole_test);
+    if (verb == Verb::send) {
+        print.text(result_line());
+        if (Status st = close_connection(x); !st.ok()) {
+            return st;
+        }
+    } else {
+        if (Status st = close_connection(x); !st.ok()) {
+            return st;
+        }
+        print.text(result_line());
+    }
+    return oob.finish();
+}
+
+// perftest's numbers for one bandwidth run: timed runs report their average only.
+BandwidthReport report_for(const PerfOptions& o, const BandwidthSamples& samples,
+                           std::uint64_t size, bool no_peak) {
+    const auto tsc_hz = static_cast<double>(rte_get_tsc_hz());
+    if (o.duration_seconds != 0) {
+        BandwidthReport r;
+        r.size = size;
+        r.iterations = samples.iterations;
+        const double seconds = static_cast<double>(samples.duration_cycles) / tsc_hz;
+        if (seconds > 0) {
+            const auto bytes = static_cast<double>(size * samples.iterations);
+            r.bw_average = bytes / seconds / (o.report_gbits ? 125e6 : 1048576.0);
+            r.msg_rate = static_cast<double>(samples.iterations) / seconds / 1e6;
+        }
+        return r;
+    }
+    BandwidthInput in;
+    in.posted = samples.posted;
+    in.completed = samples.completed;
+    in.iterations = samples.iterations;
+    in.cycles_per_second = tsc_hz;
+    in.size = size;
+    in.cq_moderation = samples.cq_moderation;
+    in.gbits = o.report_gbits;
+    in.no_peak = no_peak || o.no_peak;
+    return bandwidth_report(in);
+}
+
+BandwidthSamples samples_for(const Phase& ph, std::uint64_t size) {
+    const PerfOptions& o = ph.o;
+    BandwidthSamples samples;
+    samples.cycle_buffer = ph.walk.cycle_buffer;
+    samples.cache_line = ph.walk.cache_line;
+    // perftest moderates completions, but not for large single-size runs (nor a post list's).
+    const bool unmoderated =
+        o.sizes.size() == 1 && !o.cq_moderation_given && o.post_list == 1 && size > 8192;
+    samples.cq_moderation = unmoderated ? 1 : o.cq_moderation;
+    return samples;
+}
+
+// send_bw: the server receives and measures its side itself (no peak, as perftest).
+Status send_bandwidth_phase(const Phase& ph) {
+    const PerfOptions& o = ph.o;
+    Exchange& x = ph.x;
+    for (unsigned index = 0; index < o.sizes.size(); ++index) {
+        const std::uint64_t size = o.sizes[index];
+        const VerifyRun verify{ph.verifier, index};
+        BandwidthSamples samples = samples_for(ph, size);
+        Status st;
+        if (!ph.client) {
+            st = post_receives(ph.session, o, size, o.rx_depth, verify);
+        }
+        if (st.ok()) {
+            st = hand_shake(x, 0);
+        }
+        if (st.ok()) {
+            st = ph.client ? run_bandwidth(ph.session, o, size, x.theirs, samples, verify)
+                           : run_send_bandwidth_server(ph.session, o, size, samples, verify);
+        }
+        if (st.ok()) {
+            st = ph.print.bandwidth(report_for(o, samples, size, !ph.client));
+        }
+        if (st.ok() && o.sizes.size() > 1) {
+            st = hand_shake(x, 0);
+        }
+        if (!st.ok()) {
+            return st;
+        }
+    }
+    ph.print.text(result_line());
+    x.oob.set_timeout(whole_test);
+    if (Status st = close_connection(x); !st.ok()) {
+        return st;
+    }
+    return x.oob.finish();
+}
+
+// write_bw, read_bw, atomic_bw without -b: the server is a passive target and prints the client's
+// line (under --run_infinitely it serves until the client stops).
+Status passive_target_phase(const Phase& ph) {
+    const PerfOptions& o = ph.o;
+    Exchange& x = ph.x;
+    BwReport theirs;
+    if (o.run_infinitely) {
+        x.oob.set_timeout(std::chrono::hours(24 * 365));
+        Status st = hand_shake(x, 0);
+        if (!st.ok() && st.error().code() == StatusCode::not_connected) {
+            ph.print.text(" The client stopped (--run_infinitely)\n");
+            return {};
+        }
+        return st;
+    }
+    if (Status st = hand_shake(x, 0); !st.ok()) {
+        return st;
+    }
+    if (Status st = xchg_bw_reports(x.oob, BwReport{}, theirs); !st.ok()) {
+        return st;
+    }
+    if (ph.verifier != nullptr && o.test.verb == Verb::write) {
+        if (Status st = check_same_run(o, theirs); !st.ok()) {
+            return st;
+        }
+        check_write_bw_end(*ph.verifier, ph.session, o, ph.walk);
+    }
+    BandwidthReport r;
+    r.size = theirs.size;
+    r.iterations = theirs.iterations;
+    r.bw_peak = theirs.bw_peak;
+    r.bw_average = theirs.bw_average;
+    r.msg_rate = theirs.msg_rate;
+    if (Status st = ph.print.bandwidth(r); !st.ok()) {
+        return st;
+    }
+    if (Status st = close_connection(x); !st.ok()) {
+        return st;
+    }
+    ph.print.text(result_line());
+    return x.oob.finish();
+}
+
+// --run_infinitely: one line per -D interval, each its own timed run, until the process is
+// stopped (perftest keeps posting across lines; here the interval's WRs complete first).
+Status run_infinitely(const Phase& ph) {
+    const std::uint64_t size = ph.o.sizes.front();
+    for (;;) {
+        BandwidthSamples samples = samples_for(ph, size);
+        if (Status st = run_bandwidth(ph.session, ph.o, size, ph.x.theirs, samples); !st.ok()) {
+            return st;
+        }
+        if (Status st = ph.print.bandwidth(report_for(ph.o, samples, size, true)); !st.ok()) {
+            return st;
+        }
+    }
+}
+
+// One size of write_bw, read_bw or atomic_bw on the posting side; with -b both sides post and
+// each reports the sum of both directions (perftest's print_full_bw_report).
+Result<BandwidthReport> requester_run(const Phase& ph, unsigned index) {
+    const PerfOptions& o = ph.o;
+    const std::uint64_t size = o.sizes[index];
+    BandwidthSamples samples = samples_for(ph, size);
+    if (o.bidirectional) {
+        if (Status st = hand_shake(ph.x, 0); !st.ok()) { // both start together
+            return st.error();
+        }
+    }
+    if (o.warm_up) {
+        // Enough WRs to cycle the port's rings and the buffers through once, not measured:
+        // first use costs page faults (memif maps its rings lazily) a NIC would not have.
+        PerfOptions warm = o;
+        warm.iterations = std::max<std::uint64_t>(2048, 2ULL * o.tx_depth);
+        BandwidthSamples ignored = samples;
+        if (Status st = run_bandwidth(ph.session, warm, size, ph.x.theirs, ignored); !st.ok()) {
+            return st.error();
+        }
+    }
+    if (Status st = run_bandwidth(ph.session, o, size, ph.x.theirs, samples, {ph.verifier, index});
+        !st.ok()) {
+        return st.error();
+    }
+    BandwidthReport r = report_for(o, samples, size, false);
+    if (o.bidirectional) {
+        BwReport theirs;
+        const BwReport mine{r.size, r.iterations, r.bw_peak, r.bw_average, r.msg_rate};
+        if (Status st = xchg_bw_reports(ph.x.oob, mine, theirs); !st.ok()) {
+            return st.error();
+        }
+        r.bw_peak += theirs.bw_peak;
+        r.bw_average += theirs.bw_average;
+        r.msg_rate += theirs.msg_rate;
+    }
+    return r;
+}
+
+// The bandwidth tests' measured phase and closing exchange.
+Status bandwidth_phase(const Phase& ph) {
+    const PerfOptions& o = ph.o;
+    Exchange& x = ph.x;
+    ph.print.text(bandwidth_table_header(o.report_gbits));
+    if (o.test.verb == Verb::send) {
+        return send_bandwidth_phase(ph);
+    }
+    x.oob.set_timeout(whole_test);
+    if (!ph.client && !o.bidirectional) {
+        return passive_target_phase(ph);
+    }
+    if (o.run_infinitely) {
+        return run_infinitely(ph);
+    }
+    BwReport last;
+    for (unsigned index = 0; index < o.sizes.size(); ++index) {
+        auto r = requester_run(ph, index);
+        if (!r) {
+            return r.error();
+        }
+        if (Status st = ph.print.bandwidth(r.value()); !st.ok()) {
+            return st;
+        }
+        last = BwReport{r->size, r->iterations, r->bw_peak, r->bw_average, r->msg_rate};
+    }
+    ph.print.text(result_line());
+    if (!o.bidirectional) { // the passive server prints the client's last line
+        BwReport ignored;
+        if (Status st = hand_shake(x, 0); !st.ok()) {
+            return st;
+        }
+        if (Status st = xchg_bw_reports(x.oob, last, ignored); !st.ok()) {
+            return st;
+        }
+    }
+    if (Status st = close_connection(x); !st.ok()) {
+        return st;
+    }
+    return x.oob.finish();
+}
+
 Status run_test(const PerfOptions& o, PerfSession& session, Verifier* verifier) {
     const bool client = o.server.has_value();
     const Verb verb = o.test.verb;
     const bool latency = o.test.kind == Kind::latency;
-    const Printer print(o, verifier);
+    Printer print(o, verifier);
 
     if (!client) {
         print.text("\n************************************\n* Waiting for client to connect... "
@@ -290,7 +639,10 @@ Status run_test(const PerfOptions& o, PerfSession& session, Verifier* verifier) 
     info.out_reads = o.out_reads;
     info.gid_index = o.gid_index;
     info.atomic_type = o.atomic_type;
+    info.post_list = o.post_list;
+    info.bidirectional = o.bidirectional;
     info.client = client;
+    print.set_info(info);
     print.text(test_info_block(info));
 
     // Hand shakes and connection, in the order each perftest tool has them.
@@ -334,207 +686,8 @@ Status run_test(const PerfOptions& o, PerfSession& session, Verifier* verifier) 
         }
     }
 
-    const auto tsc_hz = static_cast<double>(rte_get_tsc_hz());
-    const bool duration = o.duration_seconds != 0;
-    const bool half_round_trip = verb == Verb::write || verb == Verb::send;
-    // Waiting for a peer that runs its whole test: allow for long runs.
-    const auto whole_test = std::chrono::milliseconds(3600s);
-
-    if (latency) {
-        print.text(latency_table_header(duration));
-        const bool passive = !client && (verb == Verb::read || verb == Verb::atomic);
-        if (passive) {
-            oob.set_timeout(whole_test);
-            if (Status st = close_connection(x); !st.ok()) {
-                return st;
-            }
-            if (verifier != nullptr) {
-                print.text(verify_line(verifier->take_summary()));
-            }
-            print.text(result_line());
-            return oob.finish();
-        }
-        for (unsigned index = 0; index < o.sizes.size(); ++index) {
-            const std::uint64_t size = o.sizes[index];
-            const VerifyRun verify{verifier, index};
-            LatencySamples samples;
-            Status st;
-            if (verb == Verb::write) {
-                st = run_write_latency(session, o, size, x.theirs[0], !client, samples, verify);
-            } else if (verb == Verb::send) {
-                const auto receives = static_cast<std::uint32_t>(o.rx_depth);
-                if (st = post_receives(session, o, size, receives, verify); st.ok()) {
-                    st = hand_shake(x, 0); // the peer's receives are posted too
-                }
-                if (st.ok()) {
-                    st = run_send_latency(session, o, size, !client, samples, verify);
-                }
-            } else if (verb == Verb::read) {
-                st = run_read_latency(session, o, size, x.theirs[0], samples, verify);
-            } else {
-                st = run_atomic_latency(session, o, x.theirs[0], samples, verify);
-            }
-            if (!st.ok()) {
-                return st;
-            }
-            print.latency(
-                duration
-                    ? duration_latency_report(samples.duration_iterations, samples.duration_cycles,
-                                              tsc_hz / 1e6, half_round_trip, size)
-                    : latency_report(samples.timestamps, tsc_hz / 1e6, half_round_trip, size));
-        }
-        if (verb == Verb::write) {
-            print.text(result_line());
-            return oob.finish(); // ib_write_lat has no closing exchange
-        }
-        oob.set_timeout(whole_test);
-        if (verb == Verb::send) {
-            print.text(result_line());
-            if (Status st = close_connection(x); !st.ok()) {
-                return st;
-            }
-        } else {
-            if (Status st = close_connection(x); !st.ok()) {
-                return st;
-            }
-            print.text(result_line());
-        }
-        return oob.finish();
-    }
-
-    // Bandwidth.
-    print.text(bandwidth_table_header(o.report_gbits));
-    const auto report_for = [&](const BandwidthSamples& samples, std::uint64_t size,
-                                std::uint32_t moderation, bool no_peak) {
-        if (duration) {
-            BandwidthReport r;
-            r.size = size;
-            r.iterations = samples.iterations;
-            const double seconds = static_cast<double>(samples.duration_cycles) / tsc_hz;
-            if (seconds > 0) {
-                const auto bytes = static_cast<double>(size * samples.iterations);
-                r.bw_average = bytes / seconds / (o.report_gbits ? 125e6 : 1048576.0);
-                r.msg_rate = static_cast<double>(samples.iterations) / seconds / 1e6;
-            }
-            return r;
-        }
-        BandwidthInput in;
-        in.posted = samples.posted;
-        in.completed = samples.completed;
-        in.iterations = samples.iterations;
-        in.cycles_per_second = tsc_hz;
-        in.size = size;
-        in.cq_moderation = moderation;
-        in.gbits = o.report_gbits;
-        in.no_peak = no_peak;
-        return bandwidth_report(in);
-    };
-    const bool several_sizes = o.sizes.size() > 1;
-    const auto samples_for = [&](std::uint64_t size) {
-        BandwidthSamples samples;
-        samples.cycle_buffer = cycle_buffer;
-        samples.cache_line = cache_line;
-        // perftest moderates completions, but not for large single-size runs.
-        samples.cq_moderation =
-            (!several_sizes && !o.cq_moderation_given && size > 8192) ? 1 : o.cq_moderation;
-        return samples;
-    };
-    if (verb == Verb::send) {
-        for (unsigned index = 0; index < o.sizes.size(); ++index) {
-            const std::uint64_t size = o.sizes[index];
-            const VerifyRun verify{verifier, index};
-            BandwidthSamples samples = samples_for(size);
-            Status st;
-            if (!client) {
-                st = post_receives(session, o, size, o.rx_depth, verify);
-            }
-            if (st.ok()) {
-                st = hand_shake(x, 0);
-            }
-            if (st.ok()) {
-                st = client ? run_bandwidth(session, o, size, x.theirs, samples, verify)
-                            : run_send_bandwidth_server(session, o, size, samples, verify);
-            }
-            if (!st.ok()) {
-                return st;
-            }
-            print.bandwidth(report_for(samples, size, samples.cq_moderation, !client));
-            if (several_sizes) {
-                if (Status sync = hand_shake(x, 0); !sync.ok()) {
-                    return sync;
-                }
-            }
-        }
-        print.text(result_line());
-        oob.set_timeout(whole_test);
-        if (Status st = close_connection(x); !st.ok()) {
-            return st;
-        }
-        return oob.finish();
-    }
-    // write_bw, read_bw, atomic_bw: the server is a passive target and prints the client's line.
-    oob.set_timeout(whole_test);
-    if (!client) {
-        BwReport theirs;
-        if (Status st = hand_shake(x, 0); !st.ok()) {
-            return st;
-        }
-        if (Status st = xchg_bw_reports(oob, BwReport{}, theirs); !st.ok()) {
-            return st;
-        }
-        if (verifier != nullptr && verb == Verb::write) {
-            if (Status st = check_same_run(o, theirs); !st.ok()) {
-                return st;
-            }
-            check_write_bw_end(*verifier, session, o, walk);
-        }
-        BandwidthReport r;
-        r.size = theirs.size;
-        r.iterations = theirs.iterations;
-        r.bw_peak = theirs.bw_peak;
-        r.bw_average = theirs.bw_average;
-        r.msg_rate = theirs.msg_rate;
-        print.bandwidth(r);
-        if (Status st = close_connection(x); !st.ok()) {
-            return st;
-        }
-        print.text(result_line());
-        return oob.finish();
-    }
-    BwReport last;
-    for (unsigned index = 0; index < o.sizes.size(); ++index) {
-        const std::uint64_t size = o.sizes[index];
-        BandwidthSamples samples = samples_for(size);
-        if (o.warm_up) {
-            // Enough WRs to cycle the port's rings and the buffers through once, not measured:
-            // first use costs page faults (memif maps its rings lazily) a NIC would not have.
-            PerfOptions warm = o;
-            warm.iterations = std::max<std::uint64_t>(2048, 2ULL * o.tx_depth);
-            BandwidthSamples ignored = samples;
-            if (Status st = run_bandwidth(session, warm, size, x.theirs, ignored); !st.ok()) {
-                return st;
-            }
-        }
-        if (Status st = run_bandwidth(session, o, size, x.theirs, samples, {verifier, index});
-            !st.ok()) {
-            return st;
-        }
-        const BandwidthReport r = report_for(samples, size, samples.cq_moderation, false);
-        print.bandwidth(r);
-        last = BwReport{r.size, r.iterations, r.bw_peak, r.bw_average, r.msg_rate};
-    }
-    print.text(result_line());
-    BwReport ignored;
-    if (Status st = hand_shake(x, 0); !st.ok()) {
-        return st;
-    }
-    if (Status st = xchg_bw_reports(oob, last, ignored); !st.ok()) {
-        return st;
-    }
-    if (Status st = close_connection(x); !st.ok()) {
-        return st;
-    }
-    return oob.finish();
+    const Phase phase{o, session, x, print, verifier, walk, client};
+    return latency ? latency_phase(phase) : bandwidth_phase(phase);
 }
 
 // The embedded default: a memif port whose socket is named after the TCP port, server role on
@@ -558,13 +711,8 @@ Result<std::vector<std::string>> default_eal_args(const PerfOptions& o) {
         std::error_code ignored;
         std::filesystem::remove(socket, ignored); // a previous server's, if it died
     }
-    const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
-    const unsigned core = client && cores > 1 ? 1 : 0;
     return std::vector<std::string>{
-        "-l",
-        std::to_string(core),
-        "--log-level=lib.eal:error",
-        "--log-level=pmd.net.memif:error",
+        "--log-level=lib.eal:error", "--log-level=pmd.net.memif:error",
         "--log-level=prdma.*:warning",
         "--vdev=net_memif0,role=" + std::string(client ? "client" : "server") +
             ",socket=" + socket + ",socket-abstract=no,id=0",
@@ -610,7 +758,10 @@ int run_main(int argc, char** argv) {
         return 0;
     }
     if (options.version) {
-        std::printf("Version: %s\n", std::string(perftest_version).c_str());
+        // perftest's line first, for scripts that parse it.
+        std::printf("Version: %s\nprdma-perf %s (prdma), speaking perftest %s's exchange\n",
+                    std::string(perftest_version).c_str(), PRDMA_VERSION_STRING,
+                    std::string(perftest_version).c_str());
         return 0;
     }
     const bool both_sides_loop =
@@ -631,6 +782,10 @@ int run_main(int argc, char** argv) {
             return fail(defaults.error().message());
         }
         eal_options.args = defaults.value();
+    }
+    if (Status placed = place_near_port(eal_options.args, options.server.has_value());
+        !placed.ok()) {
+        return fail("placing the process near its port: " + placed.error().message());
     }
     auto eal = Eal::start(eal_options);
     if (!eal) {

@@ -38,6 +38,14 @@ constexpr OptionSpec option_specs[] = {
     {'u', "qp-timeout", true},
     {'h', "help", false},
     {'V', "version", false},
+    {'H', "report-histogrm", false},
+    {'U', "report-unsorted", false},
+    {'b', "bidirectional", false},
+    {'l', "post_list", true},
+    {'N', "noPeak", false},
+    {0, "run_infinitely", false},
+    {0, "out_json", false},
+    {0, "out_json_file", true},
     {0, "dev", true},
     {0, "json", false},
     {0, "sizes", true},
@@ -56,13 +64,28 @@ const OptionSpec* find_short(char name) {
     return nullptr;
 }
 
-const OptionSpec* find_long(std::string_view name) {
+// getopt_long's rules: an exact name, or a prefix of exactly one name.
+Result<const OptionSpec*> find_long(std::string_view name) {
+    const OptionSpec* prefix_of = nullptr;
+    unsigned prefixes = 0;
     for (const auto& spec : option_specs) {
         if (spec.long_name == name) {
             return &spec;
         }
+        if (!name.empty() && spec.long_name.starts_with(name)) {
+            prefix_of = &spec;
+            ++prefixes;
+        }
     }
-    return nullptr;
+    if (prefixes > 1) {
+        return Error(StatusCode::invalid_parameter,
+                     "option '--" + std::string(name) + "' is ambiguous (see --help)");
+    }
+    if (prefix_of == nullptr) {
+        return Error(StatusCode::invalid_parameter,
+                     "unknown option '--" + std::string(name) + "' (see --help)");
+    }
+    return prefix_of;
 }
 
 Error bad(const std::string& message) {
@@ -177,49 +200,170 @@ CommandLine split_command_line(std::span<const std::string> args) {
     return line;
 }
 
+namespace {
+
+// One option as given: its spec, how the user spelled it (for messages), its value.
+struct GivenOption {
+    const OptionSpec* spec = nullptr;
+    std::string shown;
+    std::string value;
+};
+
+// Takes an option's value from the rest of its word or from the next word.
+Status take_value(GivenOption& given, std::optional<std::string> attached,
+                  std::span<const std::string> args, std::size_t& i) {
+    if (!given.spec->takes_value) {
+        if (attached) {
+            return bad("option " + given.shown + " takes no value");
+        }
+        return {};
+    }
+    if (!attached) {
+        if (i + 1 >= args.size()) {
+            return bad("option " + given.shown + " needs a value");
+        }
+        attached = args[++i];
+    }
+    given.value = *attached;
+    return {};
+}
+
+// getopt_long's command line: `--name`, `--name=value`, `--name value` (or an unambiguous prefix
+// of the name); `-x`, `-xvalue`, `-x value`, and short flags bundled, `-aF` or `-Fs64`, the
+// value-taking one last. Every other word is the server's name.
+Result<std::vector<GivenOption>> split_options(std::span<const std::string> args,
+                                               std::optional<std::string>& server) {
+    std::vector<GivenOption> options;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& arg = args[i];
+        if (arg.starts_with("--")) {
+            const auto eq = arg.find('=');
+            auto spec = find_long(std::string_view{arg}.substr(2, eq - 2));
+            if (!spec) {
+                return spec.error();
+            }
+            GivenOption given{spec.value(), arg.substr(0, eq), {}};
+            const auto attached =
+                eq == std::string::npos ? std::nullopt : std::optional(arg.substr(eq + 1));
+            if (Status st = take_value(given, attached, args, i); !st.ok()) {
+                return st.error();
+            }
+            options.push_back(std::move(given));
+        } else if (arg.size() >= 2 && arg[0] == '-') {
+            for (std::size_t c = 1; c < arg.size(); ++c) {
+                const OptionSpec* spec = find_short(arg[c]);
+                std::string shown = "-";
+                shown += arg[c];
+                if (spec == nullptr) {
+                    std::string message = "unknown option '" + shown + "'";
+                    if (arg.size() > 2) {
+                        message += " in '" + arg + "'";
+                    }
+                    return bad(message + " (see --help)");
+                }
+                GivenOption given{spec, std::move(shown), {}};
+                const bool rest = spec->takes_value && c + 1 < arg.size();
+                if (Status st = take_value(
+                        given, rest ? std::optional(arg.substr(c + 1)) : std::nullopt, args, i);
+                    !st.ok()) {
+                    return st.error();
+                }
+                options.push_back(std::move(given));
+                if (spec->takes_value) {
+                    break;
+                }
+            }
+        } else {
+            if (server) {
+                return bad("more than one server name: '" + *server + "' and '" + arg + "'");
+            }
+            server = arg;
+        }
+    }
+    return options;
+}
+
+// perftest's rules for the reporting and posting modes, with its defaults.
+Status check_modes(PerfOptions& o) {
+    const bool latency = o.test.kind == Kind::latency;
+    if ((o.histogram || o.unsorted) && (!latency || o.duration_seconds != 0)) {
+        return bad("-H and -U report latency samples: latency tests without -D only");
+    }
+    if (latency && (o.no_peak || o.bidirectional || o.run_infinitely || o.post_list > 1)) {
+        return bad(std::string(o.no_peak          ? "-N"
+                               : o.bidirectional  ? "-b"
+                               : o.run_infinitely ? "--run_infinitely"
+                                                  : "-l") +
+                   " is available in bandwidth tests only (as in perftest)");
+    }
+    if (o.bidirectional && o.verify) {
+        return bad("--verify checks one direction; it cannot be combined with -b");
+    }
+    if (o.bidirectional && o.test.verb == Verb::send) {
+        return bad("-b: send_bw runs one way in prdma-perf; bidirectional runs are write_bw, "
+                   "read_bw and atomic_bw");
+    }
+    if (o.run_infinitely) {
+        if (o.iterations != 0) {
+            return bad("--run_infinitely runs until stopped: it cannot be combined with -n");
+        }
+        if (o.test.verb == Verb::send) {
+            return bad("--run_infinitely: send_bw is not supported (its receiver counts messages); "
+                       "use write_bw, read_bw or atomic_bw");
+        }
+        if (o.duration_seconds == 0) {
+            o.duration_seconds = 5; // perftest's interval between lines
+        }
+    }
+    if (!latency && (o.duration_seconds != 0 || o.run_infinitely)) {
+        o.no_peak = true; // perftest measures no peak in a timed run
+    }
+    return {};
+}
+
+// -l, once the defaults are known: perftest's rules.
+Status check_post_list(PerfOptions& o) {
+    if (o.post_list == 1) {
+        return {};
+    }
+    if (!o.cq_moderation_given) {
+        o.cq_moderation = o.post_list; // perftest: one completion per list
+    } else if (o.post_list % o.cq_moderation != 0) {
+        return bad("-l " + std::to_string(o.post_list) +
+                   ": the post list must be a multiple of the CQ moderation (-Q " +
+                   std::to_string(o.cq_moderation) + ")");
+    }
+    if (o.duration_seconds == 0 && o.iterations % o.post_list != 0) {
+        return bad("-l " + std::to_string(o.post_list) +
+                   ": the number of iterations must be a multiple of the post list");
+    }
+    if (o.tx_depth < o.post_list) {
+        return bad("-l " + std::to_string(o.post_list) + ": a list of " +
+                   std::to_string(o.post_list) + " WRs does not fit a send queue of " +
+                   std::to_string(o.tx_depth) + " (-t)");
+    }
+    return {};
+}
+
+} // namespace
+
 Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string> args) {
     PerfOptions o;
     o.test = test;
     std::optional<std::uint64_t> size;
-    for (std::size_t i = 0; i < args.size(); ++i) {
-        const std::string& arg = args[i];
-        const OptionSpec* spec = nullptr;
-        std::string_view shown;
-        std::optional<std::string> value;
-        if (arg.starts_with("--")) {
-            const auto eq = arg.find('=');
-            const std::string_view name = std::string_view{arg}.substr(2, eq - 2);
-            spec = find_long(name);
-            shown = arg;
-            if (eq != std::string::npos) {
-                value = arg.substr(eq + 1);
-            }
-        } else if (arg.size() >= 2 && arg[0] == '-') {
-            spec = find_short(arg[1]);
-            shown = std::string_view{arg}.substr(0, 2);
-            if (arg.size() > 2) {
-                value = arg.substr(2);
-            }
-        } else {
-            if (o.server) {
-                return bad("more than one server name: '" + *o.server + "' and '" + arg + "'");
-            }
-            o.server = arg;
-            continue;
+    auto given = split_options(args, o.server);
+    if (!given) {
+        return given.error();
+    }
+    std::vector<const OptionSpec*> seen;
+    for (const GivenOption& option : given.value()) {
+        const std::string_view shown = option.shown;
+        if (std::find(seen.begin(), seen.end(), option.spec) != seen.end()) {
+            return bad("option " + option.shown + " is given twice");
         }
-        if (spec == nullptr) {
-            return bad("unknown option '" + arg + "' (see --help)");
-        }
-        if (spec->takes_value && !value) {
-            if (i + 1 >= args.size()) {
-                return bad("option " + std::string(shown) + " needs a value");
-            }
-            value = args[++i];
-        } else if (!spec->takes_value && value) {
-            return bad("option " + std::string(shown) + " takes no value");
-        }
-        const std::string_view name = spec->long_name;
-        const std::string v = value.value_or("");
+        seen.push_back(option.spec);
+        const std::string_view name = option.spec->long_name;
+        const std::string& v = option.value;
         if (name == "size") {
             // perftest's suffixes: 64K, 1M.
             std::string digits = v;
@@ -363,6 +507,29 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
             o.device = v;
         } else if (name == "json") {
             o.json = true;
+        } else if (name == "out_json") {
+            o.out_json = true;
+        } else if (name == "out_json_file") {
+            if (v.empty()) {
+                return bad("option " + std::string(shown) + " needs a file name");
+            }
+            o.out_json_file = v;
+        } else if (name == "report-histogrm") {
+            o.histogram = true;
+        } else if (name == "report-unsorted") {
+            o.unsorted = true;
+        } else if (name == "bidirectional") {
+            o.bidirectional = true;
+        } else if (name == "noPeak") {
+            o.no_peak = true;
+        } else if (name == "run_infinitely") {
+            o.run_infinitely = true;
+        } else if (name == "post_list") {
+            auto n = number(shown, v, 1, 4096);
+            if (!n) {
+                return n.error();
+            }
+            o.post_list = static_cast<std::uint32_t>(n.value());
         } else if (name == "stats") {
             o.stats = true;
         } else if (name == "perform_warm_up") {
@@ -396,6 +563,9 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
         } else if (name == "version") {
             o.version = true;
         }
+    }
+    if (Status st = check_modes(o); !st.ok()) {
+        return st.error();
     }
     if (o.run_all && (size || !o.sizes.empty())) {
         return bad("-a runs every size from 2 to 2^23; do not combine it with -s or --sizes");
@@ -433,6 +603,9 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
     // perftest clamps the queues to the work there is.
     o.tx_depth = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.tx_depth, o.iterations));
     o.rx_depth = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.rx_depth, o.iterations));
+    if (Status st = check_post_list(o); !st.ok()) {
+        return st.error();
+    }
     if (test.kind == Kind::bandwidth && o.cq_moderation > o.tx_depth) {
         o.cq_moderation = o.tx_depth; // perftest lowers it the same way
     }
@@ -496,16 +669,29 @@ std::string usage(TestId test) {
            "  -o, --outs=<n>           outstanding reads/atomics (default: the device's maximum)\n"
            "  -u, --qp-timeout=<t>     QP timeout, 4.096 us x 2^t (default 14)\n"
            "  -d, --ib-dev=<name>      the prdma device (default: the first)\n"
+           "  -H, --report-histogrm    latency: every sample kept, sorted (\"#, usec\" lines)\n"
+           "  -U, --report-unsorted    latency: every sample, in the order measured\n"
+           "  -b, --bidirectional      bandwidth: both sides post; each prints the sum\n"
+           "                           (write_bw, read_bw, atomic_bw)\n"
+           "  -l, --post_list=<n>      bandwidth: n WRs per post call (-Q defaults to n)\n"
+           "  -N, --noPeak             bandwidth: no peak (always so with -D)\n"
+           "      --run_infinitely     bandwidth: a line every -D seconds (default 5) until\n"
+           "                           stopped (write_bw, read_bw, atomic_bw)\n"
+           "      --out_json           also write the result as perftest's JSON object to\n"
+           "                           perftest_out.json (rewritten per result: the last stays)\n"
+           "      --out_json_file=<f>  that file's name instead\n"
            "\nprdma additions:\n"
            "      --dev=<name>         same as -d\n"
            "      --sizes=<a,b,...>    a list of sizes\n"
-           "      --json               one JSON object per result line on stdout\n"
+           "      --json               the same JSON objects on stdout instead of the tables,\n"
+           "                           one per result, each on one line\n"
            "      --stats              the device's counters on stderr at the end\n"
            "      --verify             patterned payloads; the receiving side checks every byte\n"
            "                           and exits 1 on a mismatch (give it to both sides)\n"
            "      --verify-corrupt-at=<n>  testing aid for --verify: damage one byte of\n"
            "                           iteration n's data (counting from 0)\n"
-           "  -h, --help, -V, --version\n"
+           "  -h, --help               this text\n"
+           "  -V, --version            prdma's version and the perftest version it speaks\n"
            "\nWithout EAL options each side makes a net_memif port (server role on the side\n"
            "without a host name) and an rdma_swroce device on it, on its own core.\n";
 }

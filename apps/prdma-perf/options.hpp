@@ -55,10 +55,18 @@ struct PerfOptions {
     std::uint32_t out_reads = 16; // -o (clamped to the device's maximum)
     std::uint8_t qp_timeout = 14; // -u
     std::string device;           // --dev / -d
-    bool json = false;            // --json
-    bool stats = false;           // --stats: the device counters on stderr at the end
-    bool warm_up = false;         // --perform_warm_up: unmeasured WRs before each size (bw)
-    bool verify = false;          // --verify: patterned payloads, every received byte checked
+    bool histogram = false;       // -H: every kept latency sample, sorted
+    bool unsorted = false;        // -U: every latency sample, in the order measured
+    bool bidirectional = false;   // -b: both sides post; each prints the sum of both
+    std::uint32_t post_list = 1;  // -l: WRs per post_send, linked as one list
+    bool no_peak = false;         // -N (forced by -D and --run_infinitely, as perftest)
+    bool run_infinitely = false;  // --run_infinitely: a line every -D seconds until killed
+    bool out_json = false;        // --out_json: perftest's JSON object in out_json_file
+    std::string out_json_file = "perftest_out.json"; // --out_json_file
+    bool json = false;    // --json: the same objects on stdout, one per line
+    bool stats = false;   // --stats: the device counters on stderr at the end
+    bool warm_up = false; // --perform_warm_up: unmeasured WRs before each size (bw)
+    bool verify = false;  // --verify: patterned payloads, every received byte checked
     std::optional<std::uint64_t> verify_corrupt_at; // --verify-corrupt-at: a test aid (verify.hpp)
     bool help = false;
     bool version = false;

@@ -29,16 +29,6 @@ const char* verb_title(Verb verb) {
     return "";
 }
 
-// The row's closing brace, after --verify's fields when there are any.
-std::string json_end(const std::optional<VerifySummary>& verify) {
-    if (!verify) {
-        return "}\n";
-    }
-    return strformat(",\"verified_bytes\":%" PRIu64 ",\"verified_messages\":%" PRIu64
-                     ",\"verified_buffers\":%" PRIu64 ",\"verify_failures\":%" PRIu64 "}\n",
-                     verify->bytes, verify->messages, verify->buffers, verify->failures);
-}
-
 } // namespace
 
 LatencyReport latency_report(std::span<const std::uint64_t> timestamps, double cycles_per_usec,
@@ -147,6 +137,12 @@ std::string test_info_block(const TestInfo& info) {
     if (info.test.verb == Verb::atomic) {
         out += info.atomic_type == AtomicType::cmp_and_swap ? "CMP_AND_SWAP " : "FETCH_AND_ADD ";
     }
+    if (info.bidirectional) {
+        out += "Bidirectional ";
+    }
+    if (info.post_list > 1) {
+        out += "Post List ";
+    }
     out += info.test.kind == Kind::bandwidth ? "BW " : "Latency ";
     out += "Test\n";
     out += strformat(" Dual-port       : %s\t\tDevice         : %s\n", "OFF", info.device.c_str());
@@ -154,8 +150,11 @@ std::string test_info_block(const TestInfo& info) {
     out += strformat(" Connection type : %s\t\tUsing SRQ      : %s\n", "RC", "OFF");
     out += strformat(" PCIe relax order: %s\n", "OFF");
     out += strformat(" ibv_wr* API     : %s\n", "OFF");
-    if (info.client) {
+    if (info.client || info.bidirectional) {
         out += strformat(" TX depth        : %u\n", info.tx_depth);
+    }
+    if (info.post_list > 1) {
+        out += strformat(" Post List       : %u\n", info.post_list);
     }
     if (info.test.verb == Verb::send && !info.client) {
         out += strformat(" RX depth        : %u\n", info.rx_depth);
@@ -252,24 +251,119 @@ std::string verify_line(const VerifySummary& s) {
            strformat(" (%" PRIu64 " bytes checked; details on stderr)\n", s.bytes);
 }
 
-std::string json_latency(TestId test, const LatencyReport& r,
-                         const std::optional<VerifySummary>& verify) {
-    return strformat("{\"test\":\"%s\",\"bytes\":%" PRIu64 ",\"iterations\":%" PRIu64
-                     ",\"t_min_us\":%.4f,\"t_max_us\":%.4f,\"t_typical_us\":%.4f,\"t_avg_us\":%.4f,"
-                     "\"t_stdev_us\":%.4f,\"p99_us\":%.4f,\"p99_9_us\":%.4f,\"tps\":%.1f",
-                     test_name(test).c_str(), r.size, r.iterations, r.t_min, r.t_max, r.t_typical,
-                     r.t_avg, r.t_stdev, r.p99, r.p999, r.tps) +
-           json_end(verify);
+std::string latency_samples(std::span<const std::uint64_t> timestamps, double cycles_per_usec,
+                            bool half_round_trip, bool sorted) {
+    std::string out = "#, usec\n";
+    if (timestamps.size() < measure_tail + 3) {
+        return out;
+    }
+    std::vector<std::uint64_t> delta(timestamps.size() - 1);
+    for (std::size_t i = 0; i < delta.size(); ++i) {
+        delta[i] = timestamps[i + 1] - timestamps[i];
+    }
+    if (sorted) {
+        std::sort(delta.begin(), delta.end());
+        delta.resize(delta.size() - measure_tail);
+    }
+    const double unit = cycles_per_usec * (half_round_trip ? 2.0 : 1.0);
+    for (std::size_t i = 0; i < delta.size(); ++i) {
+        out += strformat("%zu, %g\n", i + 1, static_cast<double>(delta[i]) / unit);
+    }
+    return out;
 }
 
-std::string json_bandwidth(TestId test, const BandwidthReport& r, bool gbits,
-                           const std::optional<VerifySummary>& verify) {
-    return strformat("{\"test\":\"%s\",\"bytes\":%" PRIu64 ",\"iterations\":%" PRIu64
-                     ",\"bw_peak\":%.4f,\"bw_average\":%.4f,\"bw_unit\":\"%s\","
-                     "\"msg_rate_mpps\":%.6f",
-                     test_name(test).c_str(), r.size, r.iterations, r.bw_peak, r.bw_average,
-                     gbits ? "Gb/s" : "MB/s", r.msg_rate) +
-           json_end(verify);
+namespace {
+
+// perftest's name for the test: "RDMA_Write_BW_Test", "Atomic_FETCH_AND_ADD_Latency_Test".
+std::string json_test_name(const TestInfo& info) {
+    std::string name = std::string(verb_title(info.test.verb)) + "_";
+    if (info.test.verb == Verb::atomic) {
+        name += info.atomic_type == AtomicType::cmp_and_swap ? "CMP_AND_SWAP_" : "FETCH_AND_ADD_";
+    }
+    if (info.bidirectional) {
+        name += "Bidirectional_";
+    }
+    if (info.post_list > 1) {
+        name += "Post_List_";
+    }
+    return name + (info.test.kind == Kind::bandwidth ? "BW_Test" : "Latency_Test");
+}
+
+std::string json_test_info(const TestInfo& info) {
+    std::string out = "\"test_info\": {\n";
+    out += strformat("\"test\": \"%s\",\n", json_test_name(info).c_str());
+    out += strformat("\"Dual_port\": \"OFF\",\n\"Device\": \"%s\",\n\"Number_of_qps\": %u,\n",
+                     info.device.c_str(), info.qps);
+    out += "\"Transport_type\": \"IB\",\n\"Connection_type\": \"RC\",\n\"Using_SRQ\": \"OFF\",\n";
+    out += "\"PCIe_relax_order\": \"OFF\",\n\"ibv_wr_API\": \"OFF\",\n";
+    if (info.client || info.bidirectional) {
+        out += strformat("\"TX_depth\": %u,\n", info.tx_depth);
+    }
+    if (info.post_list > 1) {
+        out += strformat("\"Post_List\": %u,\n", info.post_list);
+    }
+    if (info.test.verb == Verb::send && (!info.client || info.bidirectional)) {
+        out += strformat("\"RX_depth\": %u,\n", info.rx_depth);
+    }
+    if (info.test.kind == Kind::bandwidth) {
+        out += strformat("\"CQ_Moderation\": %u,\n", info.cq_moderation);
+    }
+    out += strformat("\"Mtu\": %u,\n\"Link_type\": \"%s\",\n\"GID_index\": %d,\n",
+                     rdma::mtu_bytes(info.mtu), info.link_type.c_str(), info.gid_index);
+    if (info.test.verb == Verb::read || info.test.verb == Verb::atomic) {
+        out += strformat("\"Outstand_reads\": %u,\n", info.out_reads);
+    } else {
+        out += strformat("\"Max_inline_data\": %u,\n", info.inline_size);
+    }
+    out += "\"rdma_cm_QPs\": \"OFF\",\n\"Data_ex_method\": \"Ethernet\"\n},\n";
+    return out;
+}
+
+// The object around "results", closed after --verify's counts when there are any.
+std::string json_object(const TestInfo& info, const std::string& results,
+                        const std::optional<VerifySummary>& verify, bool one_line) {
+    std::string out = "{\n" + json_test_info(info) + "\"results\": {\n" + results;
+    if (verify) {
+        out += strformat(",\n\"verified_bytes\": %" PRIu64 ",\n\"verified_messages\": %" PRIu64
+                         ",\n\"verified_buffers\": %" PRIu64 ",\n\"verify_failures\": %" PRIu64,
+                         verify->bytes, verify->messages, verify->buffers, verify->failures);
+    }
+    out += "\n}\n}\n";
+    if (one_line) {
+        std::erase(out, '\n');
+        out += '\n';
+    }
+    return out;
+}
+
+} // namespace
+
+std::string perftest_json(const TestInfo& info, const LatencyReport& r, bool duration,
+                          const std::optional<VerifySummary>& verify, bool one_line) {
+    const std::string head = strformat(
+        "\"MsgSize\": %" PRIu64 ",\n\"n_iterations\": %" PRIu64 ",\n", r.size, r.iterations);
+    const std::string results =
+        duration ? strformat("\"t_avg\": %.2f,\n\"tps_average\": %.2f", r.t_avg, r.tps)
+                 : strformat("\"t_min\": %.2f,\n\"t_max\": %.2f,\n\"t_typical\": %.2f,\n"
+                             "\"t_avg\": %.2f,\n\"t_stdev\": %.2f,\n\"percentile_99\": %.2f,\n"
+                             "\"percentile_99.9\": %.2f",
+                             r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev, r.p99, r.p999);
+    return json_object(info, head + results, verify, one_line);
+}
+
+std::string perftest_json(const TestInfo& info, const BandwidthReport& r, bool gbits,
+                          const std::optional<VerifySummary>& verify, bool one_line) {
+    // perftest's extended format for small Gb/s numbers, which two decimals would show as 0.
+    const bool extended = gbits && r.bw_average < 0.1;
+    const auto bw = [extended](double value) {
+        return extended ? strformat("%.6f", value) : strformat("%.2f", value);
+    };
+    const std::string results =
+        strformat("\"MsgSize\": %" PRIu64 ",\n\"n_iterations\": %" PRIu64 ",\n", r.size,
+                  r.iterations) +
+        "\"BW_peak\": " + bw(r.bw_peak) + ",\n\"BW_average\": " + bw(r.bw_average) +
+        strformat(",\n\"MsgRate\": %.6f", r.msg_rate);
+    return json_object(info, results, verify, one_line);
 }
 
 } // namespace prdma::perf

@@ -67,6 +67,8 @@ struct TestInfo {
     std::uint32_t out_reads = 16;
     int gid_index = 0;
     AtomicType atomic_type = AtomicType::fetch_and_add;
+    std::uint32_t post_list = 1;
+    bool bidirectional = false;
     bool client = true; // the side that posts (perftest prints TX depth for it)
 };
 std::string test_info_block(const TestInfo& info);
@@ -87,11 +89,17 @@ struct VerifySummary {
 // The line under a result row; a side that only sends or serves says the peer checks.
 std::string verify_line(const VerifySummary& summary);
 
-// With `verify`, the row carries verified_bytes, verified_messages, verified_buffers and
-// verify_failures.
-std::string json_latency(TestId test, const LatencyReport& report,
-                         const std::optional<VerifySummary>& verify = std::nullopt);
-std::string json_bandwidth(TestId test, const BandwidthReport& report, bool gbits,
-                           const std::optional<VerifySummary>& verify = std::nullopt);
+// -U and -H: perftest's "#, usec" list of the samples print_report_lat computes its statistics
+// from, in the order measured (all of them) or sorted (without the largest two).
+std::string latency_samples(std::span<const std::uint64_t> timestamps, double cycles_per_usec,
+                            bool half_round_trip, bool sorted);
+
+// perftest's --out_json object: "test_info" as the test-information block, "results" as one
+// result row, with perftest's key names and number formats. `one_line` puts it on one line
+// (--json, one object per row on stdout). --verify's counts follow perftest's keys in "results".
+std::string perftest_json(const TestInfo& info, const LatencyReport& report, bool duration,
+                          const std::optional<VerifySummary>& verify, bool one_line);
+std::string perftest_json(const TestInfo& info, const BandwidthReport& report, bool gbits,
+                          const std::optional<VerifySummary>& verify, bool one_line);
 
 } // namespace prdma::perf

@@ -388,7 +388,10 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
         std::uint64_t offset = 0;
     };
     std::vector<PerQp> state(qps);
-    std::vector<SendWr> batch(std::min<std::uint32_t>(o.tx_depth, 64));
+    // -l: exactly post_list WRs per post_send, and only when all fit (perftest's post list);
+    // otherwise whatever fits, up to 64 per call.
+    const std::uint32_t list = o.post_list;
+    std::vector<SendWr> batch(list > 1 ? list : std::min<std::uint32_t>(o.tx_depth, 64));
     const SendWr base = bandwidth_wr(o, size);
     Watchdog watchdog;
     std::uint64_t total_posted = 0;
@@ -402,8 +405,13 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
         }
         for (unsigned q = 0; q < qps && !stop_posting; ++q) {
             PerQp& p = state[q];
+            auto count = std::min<std::uint64_t>(
+                {batch.size(), o.tx_depth - (p.posted - p.completed), per_qp - p.posted});
+            if (list > 1) {
+                count = count < list ? 0 : list;
+            }
             std::size_t n = 0;
-            while (n < batch.size() && p.posted < per_qp && p.posted - p.completed < o.tx_depth) {
+            for (; n < count; ++n) {
                 SendWr& wr = batch[n];
                 wr = base;
                 const bool last = p.posted + 1 == per_qp;
@@ -437,7 +445,6 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
                     out.posted[total_posted + n] = rte_rdtsc();
                 }
                 ++p.posted;
-                ++n;
             }
             if (n != 0) {
                 if (rdma::post_send(s.qp(q), {batch.data(), static_cast<std::uint16_t>(n)}) != n) {

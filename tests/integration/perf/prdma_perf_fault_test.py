@@ -78,7 +78,8 @@ OPS = {
 
 
 def json_rows(out):
-    return [json.loads(line) for line in out.splitlines() if line.startswith('{')]
+    """--json: perftest's --out_json object per result; its results."""
+    return [json.loads(line)['results'] for line in out.splitlines() if line.startswith('{')]
 
 
 def counters(err):
@@ -102,7 +103,7 @@ class FaultMatrix(unittest.TestCase):
         client, server = json_rows(out_c), json_rows(out_s)
         self.assertEqual(len(client), 1, detail)
         # perftest counts every QP's: all WRs completed
-        self.assertEqual(client[0]['iterations'], ITERATIONS * QPS, detail)
+        self.assertEqual(client[0]['n_iterations'], ITERATIONS * QPS, detail)
         checked = server if op.checker == 'server' else client
         self.assertEqual(len(checked), 1, detail)
         row = checked[0]
@@ -151,7 +152,7 @@ class LongMessagesUnderHeavyLoss(unittest.TestCase):
         took = time.monotonic() - start
         detail = f'client:\n{out_c}{err_c}\nserver:\n{out_s}{err_s}'
         self.assertEqual((rc_c, rc_s), (0, 0), detail)
-        self.assertEqual(json_rows(out_c)[0]['iterations'], 1000, detail)
+        self.assertEqual(json_rows(out_c)[0]['n_iterations'], 1000, detail)
         client = counters(err_c)
         self.assertGreater(client.get('probes', 0), 0, f'no stall was probed\n{detail}')
         print(f'\n  write_bw 64 KiB, 10 % both ways: {took:.1f} s, probes={client["probes"]}, '

@@ -209,8 +209,9 @@ class EightTests(unittest.TestCase):
     def test_size_sweep_and_json(self):
         out_c, _, _ = self.run_ok('write_lat', ('-n', '100', '--sizes', '8,4096,65536', '--json'))
         lines = [json.loads(line) for line in out_c.splitlines() if line.startswith('{')]
-        self.assertEqual([r['bytes'] for r in lines], [8, 4096, 65536])
-        self.assertTrue(all(r['test'] == 'write_lat' and r['t_typical_us'] > 0 for r in lines))
+        self.assertEqual([r['results']['MsgSize'] for r in lines], [8, 4096, 65536])
+        self.assertTrue(all(r['test_info']['test'] == 'RDMA_Write_Latency_Test' and
+                            r['results']['t_typical'] > 0 for r in lines), lines)
 
 
 class Verify(unittest.TestCase):
@@ -270,12 +271,14 @@ class Verify(unittest.TestCase):
 
     def test_sizes_and_json(self):
         out_c, out_s = self.run_verified('write_bw', ('-n', '100', '--sizes', '64,5000', '--json'))
-        server = [json.loads(line) for line in out_s.splitlines() if line.startswith('{')]
+        server = [json.loads(line)['results'] for line in out_s.splitlines()
+                  if line.startswith('{')]
         self.assertEqual(len(server), 1, out_s)
         self.assertEqual((server[0]['verified_buffers'], server[0]['verify_failures']), (1, 0))
         self.assertGreaterEqual(server[0]['verified_bytes'], 5000)
         out_c, _ = self.run_verified('write_lat', ('-n', '50', '--sizes', '8,4096', '--json'))
-        rows = [json.loads(line) for line in out_c.splitlines() if line.startswith('{')]
+        rows = [json.loads(line)['results'] for line in out_c.splitlines()
+                if line.startswith('{')]
         self.assertEqual([(r['verified_messages'], r['verified_bytes'], r['verify_failures'])
                           for r in rows], [(50, 50 * 7, 0), (50, 50 * 4095, 0)])
 
@@ -390,7 +393,8 @@ class BadInput(unittest.TestCase):
         self.assertIn('--verify', out)
         self.assertIn('--verify-corrupt-at', out)
         rc, out, _ = self.run_alone(['write_bw', '-V'])
-        self.assertEqual((rc, out), (0, 'Version: 6.06\n'))
+        self.assertEqual(rc, 0)
+        self.assertTrue(out.startswith('Version: 6.06\nprdma-perf '), out)
 
     def test_perftest_style_names(self):
         # Installed as links: prdma_read_bw runs read_bw, its options those of read_bw.

@@ -77,6 +77,66 @@ TEST(PerfOptions, ShortLongAndAttachedForms) {
     EXPECT_EQ(*o->server, "host");
 }
 
+TEST(PerfOptions, GetoptBundlesAndLongPrefixes) {
+    auto o = parse(write_bw, {"-bNs4096", "-aF"});
+    EXPECT_FALSE(o.ok()); // -a with -s
+    o = parse(write_bw, {"-bNs4096", "-Fl", "4", "--report_g", "--iter=100"});
+    ASSERT_TRUE(o.ok()) << o.error().to_string();
+    EXPECT_TRUE(o->bidirectional);
+    EXPECT_TRUE(o->no_peak);
+    EXPECT_EQ(o->sizes, std::vector<std::uint64_t>{4096});
+    EXPECT_TRUE(o->cpu_freq_warning_off);
+    EXPECT_EQ(o->post_list, 4U);
+    EXPECT_TRUE(o->report_gbits);
+    EXPECT_EQ(o->iterations, 100U);
+    auto unknown = parse(write_bw, {"-Fz"});
+    ASSERT_FALSE(unknown.ok());
+    EXPECT_NE(unknown.error().message().find("'-z' in '-Fz'"), std::string::npos);
+    auto ambiguous = parse(write_bw, {"--out"}); // out_json, out_json_file, outs
+    ASSERT_FALSE(ambiguous.ok());
+    EXPECT_NE(ambiguous.error().message().find("ambiguous"), std::string::npos);
+    auto twice = parse(write_bw, {"-n", "100", "--iters=200"});
+    ASSERT_FALSE(twice.ok());
+    EXPECT_NE(twice.error().message().find("given twice"), std::string::npos);
+    EXPECT_FALSE(parse(write_bw, {"-l"}).ok()); // needs a value
+}
+
+TEST(PerfOptions, ReportingModesFollowPerftestsRules) {
+    EXPECT_TRUE(parse(write_lat, {"-H", "-U"}).ok());
+    EXPECT_FALSE(parse(write_bw, {"-H"}).ok());
+    EXPECT_FALSE(parse(write_lat, {"-U", "-D", "2"}).ok());
+    EXPECT_FALSE(parse(write_lat, {"-N"}).ok());
+    EXPECT_FALSE(parse(write_lat, {"-b"}).ok());
+    EXPECT_FALSE(parse(TestId{Verb::send, Kind::bandwidth}, {"-b"}).ok());
+    EXPECT_FALSE(parse(write_bw, {"-b", "--verify"}).ok());
+    auto timed = parse(write_bw, {"-D", "2"});
+    ASSERT_TRUE(timed.ok());
+    EXPECT_TRUE(timed->no_peak); // perftest measures no peak in a timed run
+    auto forever = parse(write_bw, {"--run_infinitely"});
+    ASSERT_TRUE(forever.ok());
+    EXPECT_EQ(forever->duration_seconds, 5U);
+    EXPECT_TRUE(forever->no_peak);
+    EXPECT_FALSE(parse(write_bw, {"--run_infinitely", "-n", "100"}).ok());
+    EXPECT_FALSE(parse(TestId{Verb::send, Kind::bandwidth}, {"--run_infinitely"}).ok());
+    auto json = parse(write_bw, {"--out_json", "--out_json_file", "/tmp/x.json"});
+    ASSERT_TRUE(json.ok());
+    EXPECT_TRUE(json->out_json);
+    EXPECT_EQ(json->out_json_file, "/tmp/x.json");
+    EXPECT_EQ(parse(write_bw, {"--out_json"})->out_json_file, "perftest_out.json");
+}
+
+TEST(PerfOptions, PostListAsPerftest) {
+    auto o = parse(write_bw, {"-l", "8"});
+    ASSERT_TRUE(o.ok()) << o.error().to_string();
+    EXPECT_EQ(o->cq_moderation, 8U); // one completion per list unless -Q says otherwise
+    EXPECT_TRUE(parse(write_bw, {"-l", "8", "-Q", "4"}).ok());
+    EXPECT_FALSE(parse(write_bw, {"-l", "8", "-Q", "3"}).ok());
+    EXPECT_FALSE(parse(write_bw, {"-l", "16", "-n", "1000"}).ok()); // 1000 % 16 != 0
+    EXPECT_FALSE(parse(write_bw, {"-l", "64", "-t", "32"}).ok());   // the list does not fit
+    EXPECT_TRUE(parse(write_bw, {"-l", "16", "-D", "1"}).ok());     // timed: any count
+    EXPECT_FALSE(parse(write_lat, {"-l", "2"}).ok());
+}
+
 TEST(PerfOptions, AllSizesAreTwoToTwoToTheTwentyThird) {
     auto o = parse(write_lat, {"-a"});
     ASSERT_TRUE(o.ok());

@@ -1,4 +1,5 @@
 // perftest's statistics and tables from known timestamps.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -146,16 +147,63 @@ TEST(PerfReport, TestInfoNamesTheTest) {
     EXPECT_NE(block.find(" rdma_cm QPs\t : OFF\n Data ex. method : Ethernet\n"), std::string::npos);
 }
 
-TEST(PerfReport, JsonCarriesEveryColumn) {
+TEST(PerfReport, OutJsonHasPerftestsLayoutAndNames) {
+    TestInfo info;
+    info.test = TestId{Verb::write, Kind::latency};
+    info.device = "rdma_swroce0";
+    info.inline_size = 220;
     LatencyReport l;
     l.size = 8;
     l.iterations = 1000;
+    l.t_min = 0.5;
     l.t_typical = 0.8;
-    const std::string j = json_latency(TestId{Verb::write, Kind::latency}, l);
-    EXPECT_NE(j.find("\"test\":\"write_lat\""), std::string::npos);
-    EXPECT_NE(j.find("\"t_typical_us\":0.8000"), std::string::npos);
-    EXPECT_EQ(j.back(), '\n');
+    l.p999 = 3.25;
+    const std::string j = perftest_json(info, l, false, std::nullopt, false);
+    EXPECT_TRUE(j.starts_with("{\n\"test_info\": {\n\"test\": \"RDMA_Write_Latency_Test\",\n"))
+        << j;
+    EXPECT_NE(j.find("\"Device\": \"rdma_swroce0\",\n\"Number_of_qps\": 1,\n"), std::string::npos);
+    EXPECT_NE(j.find("\"TX_depth\": 1,\n"), std::string::npos);
+    EXPECT_EQ(j.find("CQ_Moderation"), std::string::npos); // bandwidth tests only
+    EXPECT_NE(j.find("\"Max_inline_data\": 220,\n"), std::string::npos);
+    EXPECT_NE(j.find("\"Data_ex_method\": \"Ethernet\"\n},\n\"results\": {\n\"MsgSize\": 8,\n"
+                     "\"n_iterations\": 1000,\n\"t_min\": 0.50,\n"),
+              std::string::npos)
+        << j;
+    EXPECT_NE(j.find("\"t_typical\": 0.80,\n"), std::string::npos);
+    EXPECT_TRUE(j.ends_with("\"percentile_99.9\": 3.25\n}\n}\n")) << j;
     EXPECT_EQ(j.find("verified"), std::string::npos); // no --verify, no fields
+
+    const std::string line = perftest_json(info, l, true, std::nullopt, true);
+    EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1);
+    EXPECT_NE(line.find("\"t_avg\": 0.00,\"tps_average\": 0.00}}"), std::string::npos) << line;
+
+    info.test = TestId{Verb::atomic, Kind::bandwidth};
+    info.bidirectional = true;
+    info.post_list = 4;
+    info.client = false;
+    BandwidthReport b;
+    b.size = 8;
+    b.bw_average = 0.05;
+    const std::string bw = perftest_json(info, b, true, std::nullopt, false);
+    EXPECT_NE(bw.find("\"Atomic_FETCH_AND_ADD_Bidirectional_Post_List_BW_Test\""),
+              std::string::npos)
+        << bw;
+    EXPECT_NE(bw.find("\"TX_depth\": 1,\n\"Post_List\": 4,\n\"CQ_Moderation\": 1,\n"),
+              std::string::npos)
+        << bw;
+    EXPECT_NE(bw.find("\"Outstand_reads\": 16,\n"), std::string::npos);
+    EXPECT_NE(bw.find("\"BW_peak\": 0.000000,\n\"BW_average\": 0.050000,\n\"MsgRate\": 0.000000\n"),
+              std::string::npos)
+        << bw;
+}
+
+TEST(PerfReport, SampleListsAsPerftestsUAndH) {
+    // Deltas 30, 10, 20, 50, 40 cycles at 10 cycles/us, whole round trips.
+    const std::vector<std::uint64_t> stamps{0, 30, 40, 60, 110, 150};
+    EXPECT_EQ(latency_samples(stamps, 10, false, false), "#, usec\n1, 3\n2, 1\n3, 2\n4, 5\n5, 4\n");
+    // Sorted, the largest two dropped, as the statistics see them.
+    EXPECT_EQ(latency_samples(stamps, 10, false, true), "#, usec\n1, 1\n2, 2\n3, 3\n");
+    EXPECT_EQ(latency_samples(stamps, 10, true, true), "#, usec\n1, 0.5\n2, 1\n3, 1.5\n");
 }
 
 TEST(PerfReport, VerifyLineAndJsonFields) {
@@ -174,13 +222,16 @@ TEST(PerfReport, VerifyLineAndJsonFields) {
     EXPECT_NE(verify_line(VerifySummary{}).find("the peer checks"), std::string::npos);
     BandwidthReport b;
     b.size = 64;
-    const std::string j = json_bandwidth(TestId{Verb::send, Kind::bandwidth}, b, false, checked);
-    EXPECT_NE(j.find(",\"verified_bytes\":6300,\"verified_messages\":100,\"verified_buffers\":0,"
-                     "\"verify_failures\":2}\n"),
+    TestInfo info;
+    info.test = TestId{Verb::send, Kind::bandwidth};
+    const std::string j = perftest_json(info, b, false, checked, true);
+    EXPECT_NE(j.find("\"MsgRate\": 0.000000,\"verified_bytes\": 6300,\"verified_messages\": 100,"
+                     "\"verified_buffers\": 0,\"verify_failures\": 2}}\n"),
               std::string::npos)
         << j;
-    const std::string l = json_latency(TestId{Verb::write, Kind::latency}, LatencyReport{}, end);
-    EXPECT_NE(l.find("\"verified_buffers\":1"), std::string::npos) << l;
+    info.test = TestId{Verb::write, Kind::latency};
+    const std::string l = perftest_json(info, LatencyReport{}, false, end, true);
+    EXPECT_NE(l.find("\"verified_buffers\": 1"), std::string::npos) << l;
 }
 
 } // namespace

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""prdma-perf's perftest options between two real processes over net_memif: -H and -U sample
+lists, -b (both sides post, each prints the sum), -l (post lists), -N, --out_json and
+--out_json_file (perftest's layout), --json (the same objects on stdout), --run_infinitely
+(a line per interval until the client is stopped), bundled short options and -V; and the
+core each side is placed on when the command line does not say."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from prdma_perf_test import BW_ROW, LAT_ROW, PERF, eal, free_port, rows, run_pair  # noqa: E402
+
+SAMPLE = re.compile(r'^(\d+), ([\d.e+-]+)$')
+
+
+def sample_lists(out):
+    """The "#, usec" lists in `out`, each as a list of (index, value)."""
+    lists = []
+    for line in out.splitlines():
+        if line == '#, usec':
+            lists.append([])
+        elif lists and SAMPLE.match(line):
+            m = SAMPLE.match(line)
+            lists[-1].append((int(m.group(1)), float(m.group(2))))
+    return lists
+
+
+class PerftestOptions(unittest.TestCase):
+    def run_ok(self, test, args=(), server_args=None):
+        rc_c, out_c, err_c, rc_s, out_s, err_s, _ = run_pair(test, args, server_args=server_args)
+        detail = f'client:\n{out_c}{err_c}\nserver:\n{out_s}{err_s}'
+        self.assertEqual((rc_c, rc_s), (0, 0), detail)
+        return out_c, out_s, detail
+
+    def test_histogram_and_unsorted_samples(self):
+        out_c, _, detail = self.run_ok('write_lat', ('-n', '100', '-U', '-H'))
+        unsorted, histogram = sample_lists(out_c)
+        # -U: every delta between 100 posts; -H: sorted, the largest two dropped.
+        self.assertEqual([i for i, _ in unsorted], list(range(1, 100)), detail)
+        self.assertEqual([i for i, _ in histogram], list(range(1, 98)), detail)
+        values = [v for _, v in histogram]
+        self.assertEqual(values, sorted(values))
+        self.assertEqual(values, sorted(v for _, v in unsorted)[:97])
+        row = rows(out_c, LAT_ROW)
+        self.assertEqual(len(row), 1, detail)
+        # The row's t_min is the list's first; its t_max, as perftest's, the sample just above
+        # the list (the second largest of all).
+        everything = sorted(v for _, v in unsorted)
+        self.assertAlmostEqual(float(row[0].group(3)), values[0], delta=0.006)
+        self.assertAlmostEqual(float(row[0].group(4)), everything[-2], delta=0.006)
+
+    def test_bidirectional_write_bw_sums_both_sides(self):
+        out_c, out_s, detail = self.run_ok('write_bw', ('-b', '-n', '2000', '-s', '4096'))
+        self.assertIn('RDMA_Write Bidirectional BW Test', out_c)
+        self.assertIn(' TX depth        : 128', out_s)  # the server posts too
+        client, server = rows(out_c, BW_ROW), rows(out_s, BW_ROW)
+        self.assertEqual((len(client), len(server)), (1, 1), detail)
+        # Each side prints the sum of both, so the two lines agree.
+        self.assertEqual(client[0].group(4), server[0].group(4), detail)
+        self.assertEqual(client[0].group(2), '2000')
+        self.assertGreater(float(client[0].group(4)), 0)
+
+    def test_bidirectional_read_bw(self):
+        out_c, out_s, detail = self.run_ok('read_bw', ('-b', '-n', '1000', '-s', '1024'))
+        self.assertEqual(rows(out_c, BW_ROW)[0].group(5), rows(out_s, BW_ROW)[0].group(5), detail)
+
+    def test_post_list_and_no_peak(self):
+        out_c, out_s, detail = self.run_ok('write_bw', ('-l', '8', '-n', '800', '-s', '64', '-N'))
+        self.assertIn('RDMA_Write Post List BW Test', out_c)
+        self.assertIn(' Post List       : 8', out_c)
+        self.assertIn(' CQ Moderation   : 8', out_c)  # perftest: one completion per list
+        found = rows(out_c, BW_ROW)
+        self.assertEqual(found[0].group(2), '800', detail)
+        self.assertEqual(found[0].group(3), '0.00', detail)  # -N: no peak
+        self.assertGreater(float(found[0].group(4)), 0)
+
+    def test_out_json_file_has_perftests_layout(self):
+        with tempfile.TemporaryDirectory(prefix='prdma-json-') as tmp:
+            path = os.path.join(tmp, 'client.json')
+            self.run_ok('send_lat', ('-n', '200', '--out_json', f'--out_json_file={path}'),
+                        server_args=('-n', '200'))
+            with open(path, encoding='utf-8') as f:
+                data = json.load(f)
+        self.assertEqual(list(data), ['test_info', 'results'])
+        self.assertEqual(data['test_info']['test'], 'Send_Latency_Test')
+        self.assertEqual(data['test_info']['Max_inline_data'], 236)
+        self.assertEqual(list(data['results']),
+                         ['MsgSize', 'n_iterations', 't_min', 't_max', 't_typical', 't_avg',
+                          't_stdev', 'percentile_99', 'percentile_99.9'])
+        self.assertEqual((data['results']['MsgSize'], data['results']['n_iterations']), (2, 200))
+
+    def test_out_json_default_name_in_the_working_directory(self):
+        with tempfile.TemporaryDirectory(prefix='prdma-json-') as tmp:
+            cwd = os.getcwd()
+            os.chdir(tmp)
+            try:
+                self.run_ok('write_bw', ('-n', '500', '--out_json'))
+            finally:
+                os.chdir(cwd)
+            with open(os.path.join(tmp, 'perftest_out.json'), encoding='utf-8') as f:
+                data = json.load(f)
+        self.assertEqual(data['test_info']['test'], 'RDMA_Write_BW_Test')
+        self.assertEqual(list(data['results']),
+                         ['MsgSize', 'n_iterations', 'BW_peak', 'BW_average', 'MsgRate'])
+
+    def test_json_on_stdout_one_object_per_size(self):
+        out_c, _, detail = self.run_ok('read_lat', ('-n', '100', '--sizes', '8,512', '--json'))
+        objects = [json.loads(line) for line in out_c.splitlines() if line.startswith('{')]
+        self.assertEqual([o['results']['MsgSize'] for o in objects], [8, 512], detail)
+        self.assertNotIn('t_typical[usec]', out_c)  # the objects replace the table
+
+    def test_bundled_short_options(self):
+        out_c, _, detail = self.run_ok('write_lat', ('-Fn50', '-s8'))
+        self.assertEqual(rows(out_c, LAT_ROW)[0].group(1, 2), ('8', '50'), detail)
+
+    def test_run_infinitely_until_stopped(self):
+        with tempfile.TemporaryDirectory(prefix='prdma-perf-') as tmp:
+            sock = os.path.join(tmp, 'memif.sock')
+            port = str(free_port())
+            args = ['--run_infinitely', '-D', '1', '-s', '4096', '-p', port]
+            server = subprocess.Popen([PERF, 'write_bw'] + eal('server', sock, '10.0.0.1', 0) +
+                                      args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True)
+            deadline = time.monotonic() + 20
+            while not os.path.exists(sock) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            client = subprocess.Popen([PERF, 'write_bw'] + eal('client', sock, '10.0.0.2', 1) +
+                                      args + ['127.0.0.1'], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)
+            lines = []
+            deadline = time.monotonic() + 30
+            while len(lines) < 3 and time.monotonic() < deadline:
+                line = client.stdout.readline()
+                if not line:
+                    break
+                if BW_ROW.match(line):
+                    lines.append(BW_ROW.match(line))
+            client.send_signal(signal.SIGINT)
+            try:
+                c_out, c_err = client.communicate(timeout=20)
+                s_out, s_err = server.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                client.kill()
+                server.kill()
+                raise
+        detail = f'client:\n{c_out}{c_err}\nserver:\n{s_out}{s_err}'
+        self.assertEqual(len(lines), 3, detail)
+        for m in lines:
+            self.assertEqual(m.group(3), '0.00')  # no peak in a timed run
+            self.assertGreater(float(m.group(4)), 0)
+        self.assertEqual(server.returncode, 0, detail)
+        self.assertIn('The client stopped', s_out)
+
+    def test_version_names_both(self):
+        out = subprocess.run([PERF, 'write_bw', '-V'], capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0)
+        self.assertTrue(out.stdout.startswith('Version: 6.06\n'), out.stdout)
+        self.assertIn('prdma-perf 0.', out.stdout)
+
+    def test_bad_combinations_are_refused(self):
+        for test, args, says in (
+                ('write_lat', ['-b'], 'bandwidth tests only'),
+                ('write_bw', ['-H'], 'latency tests'),
+                ('write_bw', ['-l', '8', '-Q', '3'], 'multiple of the CQ moderation'),
+                ('write_bw', ['-l', '7', '-n', '100'], 'multiple of the post list'),
+                ('write_bw', ['-n', '10', '-n', '20'], 'given twice'),
+                ('write_bw', ['--run_infinitely', '-n', '100'], 'cannot be combined with -n'),
+                ('write_bw', ['-Fz'], "unknown option '-z' in '-Fz'"),
+                ('write_bw', ['--out'], 'ambiguous')):
+            out = subprocess.run([PERF, test] + args, capture_output=True, text=True, timeout=30)
+            self.assertEqual(out.returncode, 1, (args, out.stderr))
+            self.assertIn(says, out.stderr, args)
+
+
+def placed_core(pid):
+    """The CPUs the process's EAL main thread may run on."""
+    with open(f'/proc/{pid}/status', encoding='utf-8') as f:
+        for line in f:
+            if line.startswith('Cpus_allowed_list:'):
+                return line.split(':')[1].strip()
+    return ''
+
+
+class Placement(unittest.TestCase):
+    def test_sides_on_different_cores_without_l(self):
+        """No -l: each side is pinned near its port, the two on different cores."""
+        if os.cpu_count() < 2:
+            self.skipTest('one CPU')
+        port = str(free_port())
+        sock = f'/tmp/prdma-perf-{port}.sock'
+        server = subprocess.Popen([PERF, 'write_bw', '-p', port, '-D', '3'],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        client = None
+        try:
+            deadline = time.monotonic() + 20
+            while not os.path.exists(sock) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            client = subprocess.Popen([PERF, 'write_bw', '-p', port, '-D', '3', '127.0.0.1'],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(1.5)  # both in the timed run
+            cores = (placed_core(server.pid), placed_core(client.pid))
+            c_out, c_err = client.communicate(timeout=60)
+        finally:
+            if client is not None and client.poll() is None:
+                client.kill()
+            s_out, s_err = server.communicate(timeout=30)
+        self.assertEqual((client.returncode, server.returncode), (0, 0), c_err + s_err)
+        self.assertRegex(cores[0], r'^\d+$')
+        self.assertRegex(cores[1], r'^\d+$')
+        self.assertNotEqual(cores[0], cores[1])
+
+
+if __name__ == '__main__':
+    unittest.main()
