@@ -1,0 +1,35 @@
+// A forwarding engine, as testpmd's struct fwd_engine: a name and what a forwarding lcore runs.
+// The lcore calls burst() once per loop iteration, one indirect call per burst; begin() runs on
+// the lcore when forwarding starts (tx_first: send one burst before anything arrives).
+#pragma once
+
+#include <span>
+#include <string_view>
+
+#include "stream.hpp"
+
+namespace prdma::testpmd {
+
+struct FwdLcore;
+
+struct FwdEngine {
+    std::string_view name;
+    std::string_view help;
+    EngineKind kind;
+    void (*begin)(FwdLcore& lcore, bool tx_first);
+    void (*burst)(FwdLcore& lcore);
+};
+
+extern const FwdEngine write_engine;
+extern const FwdEngine read_engine;
+extern const FwdEngine send_engine;
+extern const FwdEngine atomic_engine;
+extern const FwdEngine echo_engine;
+extern const FwdEngine mixed_engine;
+extern const FwdEngine rxonly_engine;
+
+// Every engine, in the order `set fwd` lists them.
+std::span<const FwdEngine* const> fwd_engines();
+const FwdEngine* find_engine(std::string_view name);
+
+} // namespace prdma::testpmd

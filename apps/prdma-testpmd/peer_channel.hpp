@@ -1,0 +1,42 @@
+// The out-of-band TCP channel to the peer prdma-testpmd (rc_pingpong's exchange, kept open for the
+// whole session): the side given a host connects, the other listens. Control path; it blocks
+// only the main lcore, while the forwarding lcores keep the device running.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include <prdma/status.hpp>
+
+namespace prdma::testpmd {
+
+class PeerChannel {
+public:
+    PeerChannel(std::string host, std::uint16_t port) : host_(std::move(host)), port_(port) {}
+    PeerChannel(const PeerChannel&) = delete;
+    PeerChannel& operator=(const PeerChannel&) = delete;
+    PeerChannel(PeerChannel&&) = delete;
+    PeerChannel& operator=(PeerChannel&&) = delete;
+    ~PeerChannel();
+
+    // One message each way: `kind` and `index` must match the peer's (both sides ran the same
+    // command), `mine` goes out and the peer's payload comes back in `theirs`.
+    Status exchange(std::uint32_t kind, std::uint32_t index, std::span<const std::uint8_t> mine,
+                    std::span<std::uint8_t> theirs);
+    [[nodiscard]] std::string describe() const;
+    [[nodiscard]] bool connected() const { return fd_ >= 0; }
+
+private:
+    Status open();
+    Status listen_and_accept();
+    Status connect_to_host();
+    Status write_all(const void* data, std::size_t size);
+    Status read_all(void* data, std::size_t size);
+
+    std::string host_; // empty: listen
+    std::uint16_t port_;
+    int fd_ = -1;
+};
+
+} // namespace prdma::testpmd

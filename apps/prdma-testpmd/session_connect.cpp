@@ -1,0 +1,81 @@
+// INIT, RTR, RTS as three modify() calls, each with a request id: QueuePair::connect() passes its
+// request id to the RTR step only, so on a queue group another lcore polls its INIT and RTS
+// could not pend, and that is every QP here (its lcore polls it from creation on).
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "session.hpp"
+
+namespace prdma::testpmd {
+
+namespace {
+
+rdma::QpAttr init_attributes() {
+    rdma::QpAttr init;
+    init.state = rdma::QpState::init;
+    init.port = 1;
+    init.access = mem::access_remote_write | mem::access_remote_read | mem::access_remote_atomic;
+    return init;
+}
+
+rdma::QpAttr rtr_attributes(const rdma::ConnectionDescriptor& peer, std::uint8_t rd_atomic) {
+    rdma::QpAttr rtr;
+    rtr.state = rdma::QpState::rtr;
+    rtr.path_mtu = rdma::Mtu::mtu_1024;
+    rtr.dest_gid = peer.gid;
+    std::array<std::uint8_t, 6> mac{};
+    std::memcpy(mac.data(), peer.mac, mac.size());
+    if (std::any_of(mac.begin(), mac.end(), [](std::uint8_t b) { return b != 0; })) {
+        rtr.dest_mac = mac; // else ARP, on queue group 0
+    }
+    rtr.dest_qpn = peer.qpn;
+    rtr.rq_psn = peer.psn;
+    rtr.max_dest_rd_atomic = rd_atomic;
+    rtr.min_rnr_timer = 12;
+    return rtr;
+}
+
+rdma::QpAttr rts_attributes(std::uint32_t sq_psn, std::uint8_t rd_atomic) {
+    rdma::QpAttr rts;
+    rts.state = rdma::QpState::rts;
+    rts.sq_psn = sq_psn;
+    rts.timeout = 14;
+    rts.retry_cnt = 7;
+    rts.rnr_retry = 7; // infinite: a SEND waits for the peer's receive as long as it takes
+    rts.max_rd_atomic = rd_atomic;
+    return rts;
+}
+
+} // namespace
+
+Status Session::modify_qp(QpEntry& entry, const rdma::QpAttr& attr, rdma::QpAttrMask mask) {
+    const std::uint64_t id = next_request();
+    return await_if_pending(entry.qp.modify(attr, mask, id), id);
+}
+
+Status Session::bring_up(QpEntry& entry, const rdma::ConnectionDescriptor& peer,
+                         std::uint32_t sq_psn) {
+    if (entry.qp.state() != rdma::QpState::reset) {
+        return Error(StatusCode::invalid_parameter,
+                     "the QP is connected already (`destroy qp N` and `create qp` for a new one)");
+    }
+    if (Status s = modify_qp(entry, init_attributes(),
+                             rdma::qp_attr_state | rdma::qp_attr_port | rdma::qp_attr_access_flags);
+        !s) {
+        return s;
+    }
+    if (Status s = modify_qp(entry, rtr_attributes(peer, max_rd_atomic_),
+                             rdma::qp_attr_state | rdma::qp_attr_path_mtu | rdma::qp_attr_dest |
+                                 rdma::qp_attr_dest_qpn | rdma::qp_attr_rq_psn |
+                                 rdma::qp_attr_max_dest_rd_atomic | rdma::qp_attr_min_rnr_timer);
+        !s) {
+        return s;
+    }
+    return modify_qp(entry, rts_attributes(sq_psn, max_rd_atomic_),
+                     rdma::qp_attr_state | rdma::qp_attr_sq_psn | rdma::qp_attr_timeout |
+                         rdma::qp_attr_retry_cnt | rdma::qp_attr_rnr_retry |
+                         rdma::qp_attr_max_rd_atomic);
+}
+
+} // namespace prdma::testpmd

@@ -1,0 +1,99 @@
+// One QP as a forwarding lcore drives it (testpmd's fwd_stream): its queue, its buffer and the
+// peer's, its send-window bookkeeping and its counters. Everything here is written by the lcore
+// that owns the stream; the main lcore writes a stream only while that lcore is parked.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include <prdma/rdmadev/queue_handle.hpp>
+#include <prdma/rdmadev/work_request.hpp>
+
+namespace prdma::testpmd {
+
+// The largest message `set size` accepts, and the layout of every QP's buffer: the bytes SENDs
+// and WRITEs go out from, the area the peer's WRITEs, READs and atomics use, then the receive
+// slots (one message each).
+inline constexpr std::uint32_t max_message = 64 * 1024;
+inline constexpr std::uint32_t recv_slots = 64;
+inline constexpr std::size_t tx_offset = 0;
+inline constexpr std::size_t rdma_offset = max_message;
+inline constexpr std::size_t atomic_result_offset = rdma_offset + max_message - 8;
+inline constexpr std::size_t rx_offset = 2 * std::size_t{max_message};
+inline constexpr std::size_t qp_buffer_size = rx_offset + recv_slots * std::size_t{max_message};
+
+enum class EngineKind : std::uint8_t { write, read, send, atomic, echo, rxonly, mixed };
+
+// What each completion is about, carried in its wr_id with the stream's slot (see make_wr_id).
+enum class WrKind : std::uint8_t { tx, recv, echo_send, control };
+
+// wr_id = slot (16 bits) | kind (8) | count (20) | value (20): a tx completion covers `count`
+// WRs of `value` bytes each (unsignaled ones before it included); a receive names its slot.
+constexpr std::uint64_t make_wr_id(unsigned slot, WrKind kind, std::uint32_t count,
+                                   std::uint32_t value) noexcept {
+    return (std::uint64_t{slot} << 48) | (std::uint64_t{static_cast<std::uint8_t>(kind)} << 40) |
+           (std::uint64_t{count & 0xfffffU} << 20) | (value & 0xfffffU);
+}
+constexpr unsigned wr_slot(std::uint64_t id) noexcept {
+    return static_cast<unsigned>(id >> 48);
+}
+constexpr WrKind wr_kind(std::uint64_t id) noexcept {
+    return static_cast<WrKind>((id >> 40) & 0xffU);
+}
+constexpr std::uint32_t wr_count(std::uint64_t id) noexcept {
+    return static_cast<std::uint32_t>((id >> 20) & 0xfffffU);
+}
+constexpr std::uint32_t wr_value(std::uint64_t id) noexcept {
+    return static_cast<std::uint32_t>(id & 0xfffffU);
+}
+
+inline constexpr std::size_t wc_status_count = 14; // WcStatus::success .. general_error
+
+struct StreamStats {
+    std::uint64_t tx_posted = 0;
+    std::uint64_t tx_bytes = 0;
+    std::uint64_t tx_completed = 0;
+    std::uint64_t tx_bytes_completed = 0;
+    std::uint64_t rx_ops = 0;
+    std::uint64_t rx_bytes = 0;
+    std::uint64_t rx_verify_errors = 0;
+    std::uint64_t echoed = 0;
+    std::uint64_t post_refused = 0; // WRs the QP did not take (post_error says why)
+    std::array<std::uint64_t, wc_status_count> wc_errors{};
+
+    StreamStats& operator-=(const StreamStats& base) noexcept;
+    StreamStats& operator+=(const StreamStats& more) noexcept;
+    [[nodiscard]] std::uint64_t errors() const noexcept;
+};
+
+// The data-path handles, default-constructible (rdmadev's are only copied from a QueuePair or
+// CompletionQueue) so streams and lcores can sit in fixed arrays.
+template <typename Queue>
+struct QueueSlot : Queue {
+    QueueSlot() = default;
+    QueueSlot& operator=(const Queue& queue) {
+        Queue::operator=(queue);
+        return *this;
+    }
+};
+using StreamQp = QueueSlot<rdma::QpQueue>;
+using LcoreCq = QueueSlot<rdma::CqQueue>;
+
+struct Stream {
+    StreamQp qp;
+    unsigned qp_index = 0; // the session's QP number (`show qp N`)
+    std::uint8_t* buffer = nullptr;
+    std::uint32_t lkey = 0;
+    std::uint64_t remote_addr = 0; // the peer's buffer, as its descriptor gave it
+    std::uint32_t rkey = 0;
+    EngineKind kind = EngineKind::write; // what the QP does under `mixed`
+    bool enabled = false;                // connected and not being destroyed
+    std::uint32_t send_depth = 0;
+    std::uint32_t outstanding = 0; // send WRs posted and not yet covered by a completion
+    std::uint32_t unsignaled = 0;  // posted since the last signaled one
+    std::uint32_t recvs_posted = 0;
+    StreamStats stats;
+};
+
+} // namespace prdma::testpmd
