@@ -22,6 +22,7 @@
 #include <prdma/format.hpp>
 
 #include "mbuf_pools.hpp"
+#include "port_profile.hpp"
 #include "swroce_log.hpp"
 
 namespace prdma::swroce {
@@ -153,10 +154,11 @@ void run_on_interrupt_thread(const std::function<void()>& action, const std::str
 
 } // namespace
 
-unsigned SwrocePort::mempool_size_for(std::uint16_t rx_descriptors, std::uint16_t tx_descriptors) {
+unsigned SwrocePort::mempool_size_for(std::uint16_t rx_descriptors, std::uint16_t tx_descriptors,
+                                      unsigned kept_by_driver) {
     const unsigned cache_worst = mempool_lcores * (mempool_cache_size * 3 / 2);
-    const unsigned needed =
-        unsigned{rx_descriptors} + tx_descriptors + cache_worst + mbufs_held_by_driver;
+    const unsigned needed = unsigned{rx_descriptors} + tx_descriptors + cache_worst +
+                            mbufs_held_by_driver + kept_by_driver;
     return std::bit_ceil(needed + 1) - 1;
 }
 
@@ -216,6 +218,15 @@ Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue
     rte_eth_dev_info info{};
     if (int ret = rte_eth_dev_info_get(port_id, &info); ret != 0) {
         return dpdk_error("rte_eth_dev_info_get", name, ret);
+    }
+    const PortProfile profile = port_profile_for(info);
+    port.max_ib_mtu_ = profile.max_ib_mtu;
+    if (ib_mtu && profile.max_ib_mtu && *ib_mtu > *profile.max_ib_mtu) {
+        return Error{StatusCode::not_supported,
+                     strformat("swroce: ethdev %s (driver %s) takes frames of an IB MTU of at "
+                               "most %u (one mbuf per page of its umem); use mtu=%u or less",
+                               name.c_str(), info.driver_name, *profile.max_ib_mtu,
+                               *profile.max_ib_mtu)};
     }
     port.stop_on_interrupt_thread_ = on_vdev_bus(info);
     port.gated_ = unmaps_queues_from_interrupt_thread(info);
@@ -297,21 +308,27 @@ Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue
     }
     port.socket_ = socket;
 
-    const unsigned pool_size = mempool_size_for(rx_descriptors, tx_descriptors);
+    const unsigned pool_size =
+        mempool_size_for(rx_descriptors, tx_descriptors, profile.mbufs_kept_by_driver);
     port.pools_.reserve(queue_groups);
     for (unsigned group = 0; group < queue_groups; ++group) {
         const std::string pool_name = mbuf_pools::name_for(port_id, group);
-        rte_mempool* pool = rte_pktmbuf_pool_create(pool_name.c_str(), pool_size,
-                                                    mempool_cache_size, 0, mbuf_data_room, socket);
+        rte_mempool* pool = rte_pktmbuf_pool_create(
+            pool_name.c_str(), pool_size, mempool_cache_size, 0, profile.mbuf_data_room, socket);
         if (pool == nullptr) {
             const int err = rte_errno;
             return Error{err == ENOMEM ? StatusCode::no_resources : StatusCode::internal,
                          strformat("swroce: mbuf pool %s for ethdev %s (%u mbufs of %u bytes "
                                    "on socket %d) could not be created: %s",
                                    pool_name.c_str(), name.c_str(), pool_size,
-                                   unsigned{mbuf_data_room}, socket, rte_strerror(err))};
+                                   unsigned{profile.mbuf_data_room}, socket, rte_strerror(err))};
         }
         port.pools_.push_back(pool);
+        if (profile.af_xdp) {
+            if (Status st = check_af_xdp_pool(name, pool, queue_groups); !st.ok()) {
+                return st.error();
+            }
+        }
         const auto queue = static_cast<std::uint16_t>(group);
         if (int ret = rte_eth_rx_queue_setup(port_id, queue, rx_descriptors, socket, nullptr, pool);
             ret != 0) {

@@ -86,7 +86,9 @@ public:
     // hold one until the PMD reclaims it, each lcore's cache may hold up to 1.5x its size before
     // flushing, plus what the driver holds; rounded up to 2^k - 1, the size a ring-backed
     // mempool uses without waste.
-    static unsigned mempool_size_for(std::uint16_t rx_descriptors, std::uint16_t tx_descriptors);
+    // `kept_by_driver`: mbufs the PMD holds beyond its descriptors (af_xdp's fill ring).
+    static unsigned mempool_size_for(std::uint16_t rx_descriptors, std::uint16_t tx_descriptors,
+                                     unsigned kept_by_driver = 0);
 
     // Claims, configures and starts `ethdev_name` with `queue_groups` rx/tx queue pairs.
     // `ib_mtu` (256..4096), when given, must fit the port's Ethernet MTU, which is raised to fit
@@ -120,6 +122,8 @@ public:
     [[nodiscard]] const MacAddress& mac() const noexcept { return mac_; }
     [[nodiscard]] bool mac_generated() const noexcept { return mac_generated_; }
     [[nodiscard]] unsigned ethernet_mtu() const noexcept { return ethernet_mtu_; }
+    // The largest IB MTU whose frames the port's mbufs hold (af_xdp: 2048), if it has one.
+    [[nodiscard]] std::optional<unsigned> max_ib_mtu() const noexcept { return max_ib_mtu_; }
     [[nodiscard]] unsigned queue_groups() const noexcept {
         return static_cast<unsigned>(pools_.size());
     }
@@ -224,6 +228,7 @@ private:
     MacAddress mac_{};
     bool mac_generated_ = false;
     unsigned ethernet_mtu_ = 0;
+    std::optional<unsigned> max_ib_mtu_;
     int socket_ = SOCKET_ID_ANY;
     std::uint16_t rx_descriptors_ = 0;
     std::uint16_t tx_descriptors_ = 0;

@@ -97,6 +97,9 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
     dev->port = std::move(port.value());
     dev->path_mtu = dev->args.mtu ? static_cast<rdma::Mtu>(std::countr_zero(*dev->args.mtu) - 7)
                                   : rdma::mtu_for_ethernet(dev->port.ethernet_mtu());
+    if (const auto cap = dev->port.max_ib_mtu(); cap && rdma::mtu_bytes(dev->path_mtu) > *cap) {
+        dev->path_mtu = rdma::mtu_for_ethernet(ethernet_mtu_for(*cap)); // its mbufs hold no more
+    }
     dev->gid = gid_from_ip(dev->args.ip);
     // Each queue group gets an equal range of QPNs (see SwroceDevice::qps).
     dev->qps_per_group = dev->max_qp / dev->port.queue_groups();

@@ -1,0 +1,33 @@
+// What a port's driver asks of the mbufs swroce gives it, where that differs from the default.
+// net_af_xdp registers the whole mbuf pool as its AF_XDP umem, one umem chunk per mbuf: the
+// kernel takes chunks of at most a page (XDP_UMEM_REG fails with EINVAL above), the driver keeps
+// 2048 mbufs on its fill ring whatever the rx ring size, and the umem counts against
+// RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK. The driver reports every such failure as
+// EINVAL from rte_eth_rx_queue_setup, so swroce checks first and says which limit it was.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <rte_ethdev.h>
+#include <rte_mempool.h>
+
+#include <prdma/status.hpp>
+
+namespace prdma::swroce {
+
+struct PortProfile {
+    std::uint16_t mbuf_data_room = 0;   // for rte_pktmbuf_pool_create
+    unsigned mbufs_kept_by_driver = 0;  // beyond its descriptors (af_xdp: the fill ring)
+    std::optional<unsigned> max_ib_mtu; // largest IB MTU whose frames fit one mbuf
+    bool af_xdp = false;
+};
+
+PortProfile port_profile_for(const rte_eth_dev_info& info);
+
+// af_xdp: the pool's mbufs must each fit one page, and all of them the locked-memory limit.
+// `pools` is how many such pools (queue groups) the process registers.
+Status check_af_xdp_pool(const std::string& ethdev, const rte_mempool* pool, unsigned pools);
+
+} // namespace prdma::swroce
