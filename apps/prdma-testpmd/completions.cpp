@@ -113,11 +113,12 @@ void on_completion(FwdLcore& lc, const rdma::WorkCompletion& wc) {
 
 } // namespace
 
-void poll_completions(FwdLcore& lc) {
+std::uint16_t poll_completions(FwdLcore& lc) {
     const std::uint16_t count = rdma::poll_cq(lc.cq, lc.wcs);
     for (std::uint16_t i = 0; i < count; ++i) {
         on_completion(lc, lc.wcs[i]);
     }
+    return count;
 }
 
 void post_missing_recvs(FwdLcore& lc) {

@@ -41,12 +41,13 @@ void begin_forwarding(FwdLcore& lc) {
     lc.state.store(LcoreState::forwarding, std::memory_order_release);
 }
 
-// No new work; what is in flight completes (or the deadline passes: a peer that went away).
+// No new work; what is in flight completes (or the deadline passes: a peer that went away). An
+// empty poll too, so messages already received are counted before `stop` reads the counters.
 void drain(FwdLcore& lc) {
     lc.echo = false;
-    poll_completions(lc);
+    const bool empty = poll_completions(lc) == 0;
     if (lc.state.load(std::memory_order_relaxed) != LcoreState::drained &&
-        (drained(lc) || rte_get_timer_cycles() > lc.drain_deadline)) {
+        ((empty && drained(lc)) || rte_get_timer_cycles() > lc.drain_deadline)) {
         lc.state.store(LcoreState::drained, std::memory_order_release);
     }
 }

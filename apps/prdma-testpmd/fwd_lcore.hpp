@@ -71,8 +71,9 @@ int fwd_lcore_main(void* lcore);
 // Fast path, shared by the engines.
 // Posts up to `burst` WRs of `opcode` on the stream, within its send queue's room.
 void post_tx(FwdLcore& lcore, Stream& stream, rdma::WrOpcode opcode);
-// Polls the lcore's CQ once (which drives its queue group) and accounts every completion.
-void poll_completions(FwdLcore& lcore);
+// Polls the lcore's CQ once (which drives its queue group) and accounts every completion;
+// returns how many there were.
+std::uint16_t poll_completions(FwdLcore& lcore);
 // Posts the receives a connected stream lacks (one per receive slot).
 void post_missing_recvs(FwdLcore& lcore);
 

@@ -158,8 +158,10 @@ Result<TestpmdOptions> parse_options(int argc, char** argv) {
     int c = 0;
     while ((c = getopt_long(argc, argv, ":iah", long_options, nullptr)) != -1) {
         if (c == '?' || c == ':') {
-            const std::string which =
-                optopt != 0 ? std::string("-") + static_cast<char>(optopt) : argv[optind - 1];
+            // optopt is a short option's letter; a long option's value is no letter.
+            const std::string which = optopt > 0 && optopt < opt_cmdline_file
+                                          ? std::string("-") + static_cast<char>(optopt)
+                                          : std::string(argv[optind - 1]);
             return Error(StatusCode::invalid_parameter,
                          strformat("%s option '%s' (--help lists them)",
                                    c == ':' ? "missing the value of" : "unknown", which.c_str()));

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""prdma-testpmd between two processes over net_memif, every engine from command files: the
+sender's counters against what it posted, the receiver's against what the sender completed,
+several QPs, two forwarding lcores per process, and swroce's faults set at run time."""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from testpmd_common import PairTest, blocks, last_total  # noqa: E402
+
+CONNECT = 'connect all\n'
+
+
+def generator(engine, extra=''):
+    """The side that sends: run for a second, stop (which drains), then let the peer stop."""
+    return f'{CONNECT}set fwd {engine}\n{extra}start\nsleep 1\nshow fwd stats\nstop\nsync\nquit'
+
+
+def receiver(engine):
+    return f'{CONNECT}set fwd {engine}\nstart\nsync\nstop\nquit'
+
+
+IDLE = f'{CONNECT}sync\nquit'
+
+
+class EngineTest(PairTest):
+
+    def check_sender(self, total, size):
+        self.assertGreater(total['TX-ops'], 0, total)
+        self.assertEqual(total['TX-completed'], total['TX-ops'], total)
+        self.assertEqual(total['TX-bytes'], total['TX-ops'] * size, total)
+        self.assertEqual(total['TX-bytes-completed'], total['TX-bytes'], total)
+        self.assertEqual(total['Errors'], 0, total)
+
+    def test_write(self):
+        out, _ = self.run_pair(generator('write', 'set size 512\n'), IDLE)
+        self.check_sender(last_total(out), 512)
+        self.assertEqual(len(blocks(out, 'Forward statistics for QP')), 4)  # show + stop, 2 QPs
+        self.assertIn('Mops', out)
+
+    def test_read(self):
+        out, _ = self.run_pair(generator('read', 'set size 256\n'), IDLE)
+        self.check_sender(last_total(out), 256)
+
+    def test_atomic(self):
+        out, _ = self.run_pair(generator('atomic'), IDLE)
+        self.check_sender(last_total(out), 8)
+
+    def test_send_to_rxonly(self):
+        out_s, out_c = self.run_pair(generator('send', 'set size 1000\n'), receiver('rxonly'))
+        sent = last_total(out_s)
+        got = last_total(out_c)
+        self.check_sender(sent, 1000)
+        self.assertEqual(got['RX-ops'], sent['TX-completed'], (sent, got))
+        self.assertEqual(got['RX-bytes'], sent['TX-bytes-completed'], (sent, got))
+        self.assertEqual(got['RX-verify-errors'], 0, got)
+        self.assertEqual(got['Errors'], 0, got)
+
+    def test_send_to_echo(self):
+        out_s, out_c = self.run_pair(generator('send'), receiver('echo'))
+        sent = last_total(out_s)
+        echo = last_total(out_c)
+        self.check_sender(sent, 64)
+        self.assertEqual(echo['RX-ops'], sent['TX-completed'], (sent, echo))
+        self.assertEqual(echo['Echoed'], echo['RX-ops'], echo)
+        self.assertGreater(sent['RX-ops'], 0, sent)  # the echoes that came back before `stop`
+        self.assertEqual(sent['RX-verify-errors'], 0, sent)
+        self.assertEqual(echo['Errors'], 0, echo)
+
+    def test_echo_tx_first_both_sides(self):
+        first = f'{CONNECT}set fwd echo\nstart tx_first\nsleep 1\nstop\nsync\nquit'
+        other = f'{CONNECT}set fwd echo\nstart\nsync\nstop\nquit'
+        out_s, out_c = self.run_pair(first, other)
+        a, b = last_total(out_s), last_total(out_c)
+        self.assertGreater(a['RX-ops'], 0, a)
+        self.assertGreater(b['Echoed'], 0, b)
+        self.assertEqual(a['RX-verify-errors'] + b['RX-verify-errors'], 0, (a, b))
+
+    def test_mixed(self):
+        mix = 'set mix write,read,send,atomic\n'
+        out_s, out_c = self.run_pair(generator('mixed', mix), receiver('rxonly'), qps=4)
+        sent = last_total(out_s)
+        self.assertEqual(sent['Errors'], 0, sent)
+        self.assertEqual(sent['TX-completed'], sent['TX-ops'], sent)
+        for kind in ('write', 'read', 'send', 'atomic'):
+            self.assertIn(f'lcore 1, {kind})', out_s)
+        got = last_total(out_c)
+        send_qp = blocks(out_s, 'QP 2 (lcore 1, send)')[-1]
+        self.assertEqual(got['RX-ops'], send_qp['TX-completed'], (send_qp, got))
+        self.assertEqual(got['RX-verify-errors'], 0, got)
+
+    def test_two_lcores_four_qps(self):
+        out_s, out_c = self.run_pair(generator('send'), receiver('rxonly'), qps=4, queues=2)
+        sent, got = last_total(out_s), last_total(out_c)
+        self.check_sender(sent, 64)
+        self.assertEqual(got['RX-ops'], sent['TX-completed'], (sent, got))
+        for lcore in (1, 2):
+            per_lcore = blocks(out_s, f'Forward statistics for lcore {lcore} (2 QPs)')
+            self.assertTrue(per_lcore, out_s[-3000:])
+            self.assertGreater(per_lcore[-1]['TX-completed'], 0, per_lcore)
+
+    def test_faults_at_run_time(self):
+        faults = 'set fault drop 0.01 both\nset fault reorder 0.01\nset fault dup 0.01\n' \
+                 'set fault corrupt 0.01\nshow fault\n'
+        sender = f'{CONNECT}set fwd send\n{faults}start\nset fault drop 0.5\nsleep 2\nstop\n' \
+                 'show device xstats\nsync\nquit'
+        out_s, out_c = self.run_pair(sender, receiver('rxonly'))
+        self.assertIn('Error: set fault needs forwarding stopped: run `stop` first', out_s)
+        self.assertIn('rx: drop 0.01  reorder 0.01  dup 0.01  corrupt 0.01', out_s)
+        sent, got = last_total(out_s), last_total(out_c)
+        self.check_sender(sent, 64)
+        self.assertGreater(sent['Retransmissions'], 0, sent)
+        self.assertEqual(got['RX-ops'], sent['TX-completed'], (sent, got))
+        self.assertEqual(got['RX-verify-errors'], 0, got)
+        self.assertRegex(out_s, r'rx_dropped_injected: [1-9]')
+
+    def test_fast_register_and_invalidate(self):
+        verbs = 'register mr 8192 lw,rw,rr\nconnect qp 0\nfast-register mr 0 qp 0\nshow mr\n' \
+                'invalidate mr 0 qp 0\ninvalidate mr 0 qp 0\nshow qp 0\nsync\nquit'
+        out_s, _ = self.run_pair(verbs, 'connect qp 0\nsync\nquit', qps=1)
+        self.assertRegex(out_s, r'MR 0 fast-registered on QP 0: rkey 0x[0-9a-f]{8}')
+        self.assertRegex(out_s, r'fast-registered rkey 0x[0-9a-f]{8}')
+        self.assertIn('MR 0 invalidated on QP 0', out_s)
+        self.assertIn('Bad argument: MR 0 is not fast-registered', out_s)
+        self.assertRegex(out_s, r'0x000011 +1 +RTS')
+
+    def test_descriptor_printed(self):
+        out_s, _ = self.run_pair('show qp 0 descriptor\nsync\nquit', 'sync\nquit', qps=1)
+        printed = [line for line in out_s.splitlines()
+                   if len(line) > 64 and set(line) <= set('0123456789abcdef')]
+        self.assertEqual(len(printed), 1, out_s[-2000:])
+
+
+if __name__ == '__main__':
+    unittest.main(verbosity=2)
