@@ -3,6 +3,15 @@
 // EAL can be initialised once per process and never again after rte_eal_cleanup(), so Eal is a
 // move-only handle to that one instance: a second start() while one is alive is *busy*, a start()
 // after cleanup is *not supported*.
+//
+// What a run leaves in the file system: cleanup() removes the runtime directory of prdma's own
+// file prefix (DPDK 22.11 keeps it); a memif server's socket file goes when its port closes. A
+// process killed by SIGINT, SIGTERM or SIGHUP never gets there, so start() installs a handler for
+// each of them that the application has left at SIG_DFL: it removes both with system calls only
+// and dies of the same signal. A handler (or SIG_IGN) installed before start() is left alone;
+// one installed after replaces prdma's, and cleanup() then leaves it in place. SIGKILL cannot be
+// caught: the next start() removes a socket file nothing listens on before memif binds its path
+// again, and the prdma_<pid> runtime directories of processes that no longer exist.
 #pragma once
 
 #include <cstddef>

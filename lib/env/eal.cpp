@@ -16,6 +16,7 @@
 #include <prdma/format.hpp>
 
 #include "env_log.hpp"
+#include "exit_cleanup.hpp"
 
 namespace prdma {
 
@@ -126,6 +127,8 @@ Result<int> init_eal(std::vector<std::string>& args) {
         return Error(StatusCode::not_supported,
                      "EAL was cleaned up in this process and DPDK cannot start it again");
     }
+    // A killed memif server's socket would make its port fail to probe.
+    env::remove_dead_memif_sockets(args);
     // rte_eal_init permutes argv, so it gets its own array of pointers into our strings.
     std::vector<char*> argv;
     argv.reserve(args.size() + 1);
@@ -147,6 +150,44 @@ Result<int> init_eal(std::vector<std::string>& args) {
             strformat("rte_eal_init failed: %s (args: %s)", rte_strerror(err), joined.c_str()));
     }
     return consumed;
+}
+
+// The runtime directory of the prefix prdma made up (prdma_<pid>), which belongs to this process
+// alone; empty with a prefix of the caller's.
+std::string own_runtime_dir(const std::vector<std::string>& args) {
+    const std::string own_prefix = strformat("prdma_%d", static_cast<int>(::getpid()));
+    if (std::find(args.begin(), args.end(), "--file-prefix=" + own_prefix) == args.end()) {
+        return {};
+    }
+    const std::filesystem::path dir = rte_eal_get_runtime_dir();
+    return dir.filename() == own_prefix ? dir.string() : std::string{};
+}
+
+// DPDK 22.11 leaves the runtime directory behind, at every exit; a process killed before
+// Eal::cleanup leaves its memif listener's socket too. What dead processes left goes now, and a
+// signal handler takes this one's with it if it dies of SIGINT, SIGTERM or SIGHUP.
+void arm_exit_cleanup(const std::vector<std::string>& args) {
+    const std::filesystem::path base =
+        std::filesystem::path(rte_eal_get_runtime_dir()).parent_path();
+    if (const std::size_t swept = env::sweep_dead_runtime_dirs(base); swept > 0) {
+        PRDMA_LOG(INFO, prdma_logtype_env, "env",
+                  "removed %zu runtime directories of prdma processes that no longer exist in %s",
+                  swept, base.c_str());
+    }
+    env::arm_exit_cleanup(own_runtime_dir(args));
+}
+
+// rte_eal_cleanup, then the runtime directory DPDK leaves behind (when it is prdma's own).
+int cleanup_eal(const std::vector<std::string>& args) {
+    env::stop_following_ports();
+    const std::string runtime_dir = own_runtime_dir(args);
+    const int rc = rte_eal_cleanup();
+    if (!runtime_dir.empty()) {
+        std::error_code ignored; // a directory someone else removed is as good as removed
+        std::filesystem::remove_all(runtime_dir, ignored);
+    }
+    env::disarm_exit_cleanup();
+    return rc;
 }
 
 bool is_hugepage_backed(const std::vector<std::string>& args) {
@@ -213,7 +254,7 @@ Result<Eal> Eal::start(const EalOptions& options) {
         return consumed.error();
     }
     if (static_cast<std::size_t>(consumed.value()) + 1 < args.size()) {
-        rte_eal_cleanup();
+        cleanup_eal(args);
         g_eal_state = EalState::cleaned_up;
         return Error(StatusCode::invalid_parameter,
                      strformat("EAL left %zu non-EAL arguments unparsed, starting with '%s'",
@@ -221,6 +262,7 @@ Result<Eal> Eal::start(const EalOptions& options) {
                                args[static_cast<std::size_t>(consumed.value()) + 1].c_str()));
     }
     PRDMA_LOG(DEBUG, prdma_logtype_env, "env", "EAL started with %zu arguments", args.size());
+    arm_exit_cleanup(args);
     const bool hugepages = is_hugepage_backed(args);
     return Eal(std::move(args), hugepages);
 }
@@ -240,6 +282,7 @@ Result<Eal> Eal::start_from_argv(int argc, char** argv, int* consumed) {
     if (!result) {
         return result.error();
     }
+    arm_exit_cleanup(args);
     // Report consumption in the caller's argv: its EAL arguments plus the "--" separator.
     *consumed = eal_end < argc ? eal_end + 1 : eal_end;
     const bool hugepages = is_hugepage_backed(args);
@@ -271,18 +314,7 @@ Status Eal::cleanup() {
     owns_ = false;
     g_eal_state = EalState::cleaned_up;
     remove_vdevs_newest_first();
-    // DPDK 22.11 leaves the runtime directory behind; one per run piled up in /var/run/dpdk. The
-    // one of a prefix prdma made up (prdma_<pid>) is this process's alone, so it goes too.
-    const std::string own_prefix = strformat("prdma_%d", static_cast<int>(::getpid()));
-    std::filesystem::path runtime_dir;
-    if (std::find(args_.begin(), args_.end(), "--file-prefix=" + own_prefix) != args_.end()) {
-        runtime_dir = rte_eal_get_runtime_dir();
-    }
-    const int rc = rte_eal_cleanup();
-    if (runtime_dir.filename() == own_prefix) {
-        std::error_code ignored; // a directory someone else removed is as good as removed
-        std::filesystem::remove_all(runtime_dir, ignored);
-    }
+    const int rc = cleanup_eal(args_);
     if (rc != 0) {
         return Error(StatusCode::internal,
                      strformat("rte_eal_cleanup failed: %s", rte_strerror(-rc)));
