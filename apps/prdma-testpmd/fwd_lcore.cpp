@@ -85,13 +85,14 @@ int fwd_lcore_main(void* arg) {
             lc.state.store(LcoreState::exited, std::memory_order_release);
             return 0;
         case LcoreCommand::idle:
-            if (lc.state.load(std::memory_order_relaxed) != LcoreState::idle) {
-                lc.state.store(LcoreState::idle, std::memory_order_release);
-            }
             if (lc.needs_recvs) {
                 post_missing_recvs(lc);
             }
+            // After the poll: the first one claims the queue group (session.cpp waits for it).
             poll_completions(lc);
+            if (lc.state.load(std::memory_order_relaxed) != LcoreState::idle) {
+                lc.state.store(LcoreState::idle, std::memory_order_release);
+            }
             break;
         }
         serve_mailbox(lc);

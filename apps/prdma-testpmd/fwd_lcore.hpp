@@ -21,7 +21,7 @@ inline constexpr unsigned max_streams_per_lcore = 64;
 inline constexpr unsigned max_burst = 64;
 
 enum class LcoreCommand : std::uint8_t { idle, forward, drain, park, exit };
-enum class LcoreState : std::uint8_t { idle, forwarding, drained, parked, exited };
+enum class LcoreState : std::uint8_t { starting, idle, forwarding, drained, parked, exited };
 
 // Forwarding settings, copied into each lcore at `start` (set burst, size, inline, signal-every).
 struct FwdConfig {
@@ -59,14 +59,14 @@ struct FwdLcore {
     bool needs_recvs = false; // a stream was connected: post its receives
     std::uint64_t drain_deadline = 0;
     std::atomic<LcoreCommand> command{LcoreCommand::idle};
-    std::atomic<LcoreState> state{LcoreState::idle};
+    std::atomic<LcoreState> state{LcoreState::starting};
     Mailbox mailbox;
     std::array<rdma::WorkCompletion, max_burst> wcs{};
     std::array<rdma::SendWr, max_burst> wrs{};
 };
 
 // The lcore's loop (rte_eal_remote_launch's function); returns on LcoreCommand::exit.
-int fwd_lcore_main(void* lcore);
+int fwd_lcore_main(void* arg);
 
 // Fast path, shared by the engines.
 // Posts up to `burst` WRs of `opcode` on the stream, within its send queue's room.

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <fcntl.h>
 #include <string_view>
 #include <thread>
@@ -143,9 +144,7 @@ int run(const TestpmdOptions& o) {
     return 0;
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
+int start(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     // Parsed before the EAL starts, so a mistake costs no hugepages and no device.
     int eal_argc = 1;
@@ -172,4 +171,15 @@ int main(int argc, char** argv) {
     }
     std::printf("prdma-testpmd: %u lcores, the main one runs the prompt\n", eal->lcore_count());
     return run(*options);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return start(argc, argv);
+    } catch (const std::exception& e) { // out of memory on the control path: say so, not abort
+        std::fprintf(stderr, "prdma-testpmd: %s\n", e.what());
+        return 1;
+    }
 }

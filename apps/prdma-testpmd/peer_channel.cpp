@@ -104,7 +104,7 @@ Status PeerChannel::connect_to_host() {
     return {};
 }
 
-Status PeerChannel::write_all(const void* data, std::size_t size) {
+Status PeerChannel::write_all(const void* data, std::size_t size) const {
     const auto* bytes = static_cast<const std::uint8_t*>(data);
     while (size > 0) {
         const ssize_t n = ::send(fd_, bytes, size, MSG_NOSIGNAL);

@@ -31,7 +31,7 @@ private:
     Status open();
     Status listen_and_accept();
     Status connect_to_host();
-    Status write_all(const void* data, std::size_t size);
+    Status write_all(const void* data, std::size_t size) const;
     Status read_all(void* data, std::size_t size);
 
     std::string host_; // empty: listen

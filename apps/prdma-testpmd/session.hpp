@@ -100,13 +100,13 @@ private:
     Status launch_lcores();
     // The lcore stops between two bursts and waits; resume() lets it go on.
     Status park(FwdLcore& lcore);
-    void resume(FwdLcore& lcore);
+    void resume(FwdLcore& lcore) const;
     Status park_all();
     void resume_all();
     Status wait_state(const FwdLcore& lcore, LcoreState state, std::chrono::milliseconds limit);
     // Polls the context until the pending control request `id` completes.
     Status await(std::uint64_t id);
-    Status await_if_pending(Status status, std::uint64_t id);
+    Status await_if_pending(const Status& status, std::uint64_t id);
     std::uint64_t next_request() { return ++last_request_; }
     Status check_qp(unsigned index, bool want_connected) const;
     Status check_stopped(const char* what) const;

@@ -13,7 +13,7 @@ namespace prdma::testpmd {
 
 namespace {
 
-constexpr std::size_t page_size = 4096;
+constexpr std::size_t page_bytes = 4096;
 
 Result<mem::AccessFlags> parse_access(std::string_view text) {
     mem::AccessFlags access = mem::access_local_write;
@@ -52,8 +52,8 @@ Status Session::register_mr(std::uint64_t size, std::string_view access_text) {
     if (!access) {
         return access.error();
     }
-    const std::size_t rounded = (size + page_size - 1) / page_size * page_size;
-    Result<mem::DmaBuffer> buffer = mem::DmaBuffer::allocate(rounded, page_size);
+    const std::size_t rounded = (size + page_bytes - 1) / page_bytes * page_bytes;
+    Result<mem::DmaBuffer> buffer = mem::DmaBuffer::allocate(rounded, page_bytes);
     if (!buffer) {
         return buffer.error();
     }
@@ -112,7 +112,7 @@ Status Session::fast_register(unsigned mr_index, unsigned qp) {
                      strformat("no MR %u (`register mr SIZE` makes one)", mr_index));
     }
     UserMr& mr = mrs_[mr_index];
-    const auto pages = static_cast<std::uint32_t>(mr.buffer.size() / page_size);
+    const auto pages = static_cast<std::uint32_t>(mr.buffer.size() / page_bytes);
     if (!mr.fast_reg) {
         Result<rdma::MemoryRegionHandle> region = pd_.alloc_fast_reg_region(pages, mr.access);
         if (!region) {
@@ -124,7 +124,7 @@ Status Session::fast_register(unsigned mr_index, unsigned qp) {
         const auto* bytes = static_cast<const std::uint8_t*>(mr.buffer.data());
         for (std::uint32_t k = 0; k < pages; ++k) {
             mr.pages.push_back(
-                translator.to_iova(reinterpret_cast<std::uintptr_t>(bytes + k * page_size)));
+                translator.to_iova(reinterpret_cast<std::uintptr_t>(bytes + k * page_bytes)));
         }
     }
     if (mr.fast_registered) {

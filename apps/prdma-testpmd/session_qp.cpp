@@ -30,15 +30,25 @@ Result<std::vector<std::uint8_t>> from_hex(std::string_view hex) {
     if (hex.size() % 2 != 0) {
         return Error(StatusCode::invalid_parameter, "a descriptor is an even number of hex digits");
     }
+    const auto digit = [](char c) -> int {
+        if (c >= '0' && c <= '9') {
+            return c - '0';
+        }
+        if (c >= 'a' && c <= 'f') {
+            return c - 'a' + 10;
+        }
+        return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    };
     std::vector<std::uint8_t> bytes;
     for (std::size_t i = 0; i < hex.size(); i += 2) {
-        unsigned value = 0;
-        if (std::sscanf(std::string(hex.substr(i, 2)).c_str(), "%2x", &value) != 1) {
+        const int high = digit(hex[i]);
+        const int low = digit(hex[i + 1]);
+        if (high < 0 || low < 0) {
             return Error(StatusCode::invalid_parameter,
                          strformat("'%.*s' is not hex (paste what `show qp N descriptor` printed)",
                                    2, hex.data() + i));
         }
-        bytes.push_back(static_cast<std::uint8_t>(value));
+        bytes.push_back(static_cast<std::uint8_t>(high * 16 + low));
     }
     return bytes;
 }

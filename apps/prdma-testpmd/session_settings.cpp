@@ -165,7 +165,7 @@ Status Session::set_fault(std::string_view kind, std::string_view rate_text,
     if (Status parked = park_all(); !parked) {
         return parked;
     }
-    const Status set = swroce::set_faults(device_, wanted);
+    Status set = swroce::set_faults(device_, wanted);
     resume_all();
     if (!set) {
         return set;

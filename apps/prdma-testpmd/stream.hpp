@@ -30,9 +30,10 @@ enum class WrKind : std::uint8_t { tx, recv, echo_send, control };
 
 // wr_id = slot (16 bits) | kind (8) | count (20) | value (20): a tx completion covers `count`
 // WRs of `value` bytes each (unsignaled ones before it included); a receive names its slot.
-constexpr std::uint64_t make_wr_id(unsigned slot, WrKind kind, std::uint32_t count,
+constexpr std::uint64_t make_wr_id(unsigned stream_index, WrKind kind, std::uint32_t count,
                                    std::uint32_t value) noexcept {
-    return (std::uint64_t{slot} << 48) | (std::uint64_t{static_cast<std::uint8_t>(kind)} << 40) |
+    return (std::uint64_t{stream_index} << 48) |
+           (std::uint64_t{static_cast<std::uint8_t>(kind)} << 40) |
            (std::uint64_t{count & 0xfffffU} << 20) | (value & 0xfffffU);
 }
 constexpr unsigned wr_slot(std::uint64_t id) noexcept {

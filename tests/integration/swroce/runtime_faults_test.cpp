@@ -24,7 +24,7 @@ namespace {
 const auto* const g_environment =
     test_support::add_eal_environment("swroce_runtime_faults_test", {"--log-level=prdma.*:error"});
 
-constexpr std::size_t kBufferSize = 1 << 16;
+constexpr std::size_t buffer_size = 1 << 16;
 
 struct Side {
     Context context;
@@ -41,7 +41,7 @@ std::unique_ptr<Side> make_side(DeviceId device) {
                                     {},
                                     {},
                                     {},
-                                    std::move(mem::DmaBuffer::allocate(kBufferSize, 4096).value()),
+                                    std::move(mem::DmaBuffer::allocate(buffer_size, 4096).value()),
                                     {}});
     side->pd = std::move(side->context.alloc_pd().value());
     side->cq = std::move(side->context.create_cq(256).value());
@@ -49,7 +49,7 @@ std::unique_ptr<Side> make_side(DeviceId device) {
         side->context.create_qp({.pd = &side->pd, .send_cq = &side->cq, .recv_cq = &side->cq})
             .value());
     side->mr = std::move(side->pd
-                             .register_memory(side->buffer.data(), kBufferSize,
+                             .register_memory(side->buffer.data(), buffer_size,
                                               mem::access_local_write | mem::access_remote_write)
                              .value());
     return side;

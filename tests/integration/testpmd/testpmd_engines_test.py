@@ -13,15 +13,18 @@ CONNECT = 'connect all\n'
 
 
 def generator(engine, extra=''):
-    """The side that sends: run for a second, stop (which drains), then let the peer stop."""
-    return f'{CONNECT}set fwd {engine}\n{extra}start\nsleep 1\nshow fwd stats\nstop\nsync\nquit'
+    """The side that sends: starts once the peer has started (the first sync; what arrives before
+    a `start` is not the run's), runs for a second, stops (which drains), then lets the peer stop
+    (the second sync)."""
+    return f'{CONNECT}set fwd {engine}\n{extra}sync\nstart\nsleep 1\nshow fwd stats\nstop\n' \
+        'sync\nquit'
 
 
 def receiver(engine):
-    return f'{CONNECT}set fwd {engine}\nstart\nsync\nstop\nquit'
+    return f'{CONNECT}set fwd {engine}\nstart\nsync\nsync\nstop\nquit'
 
 
-IDLE = f'{CONNECT}sync\nquit'
+IDLE = f'{CONNECT}sync\nsync\nquit'
 
 
 class EngineTest(PairTest):
@@ -69,8 +72,8 @@ class EngineTest(PairTest):
         self.assertEqual(echo['Errors'], 0, echo)
 
     def test_echo_tx_first_both_sides(self):
-        first = f'{CONNECT}set fwd echo\nstart tx_first\nsleep 1\nstop\nsync\nquit'
-        other = f'{CONNECT}set fwd echo\nstart\nsync\nstop\nquit'
+        first = f'{CONNECT}set fwd echo\nsync\nstart tx_first\nsleep 1\nstop\nsync\nquit'
+        other = receiver('echo')
         out_s, out_c = self.run_pair(first, other)
         a, b = last_total(out_s), last_total(out_c)
         self.assertGreater(a['RX-ops'], 0, a)
@@ -103,8 +106,8 @@ class EngineTest(PairTest):
     def test_faults_at_run_time(self):
         faults = 'set fault drop 0.01 both\nset fault reorder 0.01\nset fault dup 0.01\n' \
                  'set fault corrupt 0.01\nshow fault\n'
-        sender = f'{CONNECT}set fwd send\n{faults}start\nset fault drop 0.5\nsleep 2\nstop\n' \
-                 'show device xstats\nsync\nquit'
+        sender = f'{CONNECT}set fwd send\n{faults}sync\nstart\nset fault drop 0.5\nsleep 2\n' \
+                 'stop\nshow device xstats\nsync\nquit'
         out_s, out_c = self.run_pair(sender, receiver('rxonly'))
         self.assertIn('Error: set fault needs forwarding stopped: run `stop` first', out_s)
         self.assertIn('rx: drop 0.01  reorder 0.01  dup 0.01  corrupt 0.01', out_s)

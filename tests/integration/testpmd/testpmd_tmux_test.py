@@ -62,7 +62,7 @@ class TmuxSessionTest(PairTest):
         # The peer: receives and verifies, stops after the interactive side (sync).
         peer_cmds = os.path.join(self.dir, 'peer.cmd')
         with open(peer_cmds, 'w') as f:
-            f.write('connect qp 0\nset fwd rxonly\nstart\nsync\nstop\nquit\n')
+            f.write('connect qp 0\nset fwd rxonly\nstart\nsync\nsync\nstop\nquit\n')
         peer = self.spawn(eal('client', sock, '10.0.0.2', '0@0,1@1') +
                           ['--peer', f'127.0.0.1:{port}', '--cmdline-file', peer_cmds], 'peer')
 
@@ -76,6 +76,8 @@ class TmuxSessionTest(PairTest):
 
         self.type('connect qp 0', 'Enter')
         self.wait_for('QP 0 connected')
+        self.type('sync', 'Enter')  # the peer has started: all it receives counts
+        self.wait_for('Synchronized with the peer')
         self.type('start', 'Enter')
         self.wait_for('Start forwarding: send engine')
         time.sleep(1)
