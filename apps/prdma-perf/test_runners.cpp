@@ -355,13 +355,19 @@ Status run_atomic_latency(PerfSession& s, const PerfOptions& o, const KeyMessage
     return run_one_sided_latency(s, o, wr, out, verify);
 }
 
-// A timed run stops posting at an arbitrary WR, and only every `moderation`-th WR completes:
-// the run is over when each QP's last signaled WR has. Waiting for every posted WR waited for
-// completions that never come (the WRs after the last signaled one have none).
+// A timed run's end: once time is up each QP posts on only to its next signaled WR, so every WR
+// it posted is retired by a completion and its send queue is empty when the run ends (a later
+// size or --run_infinitely interval starts from a free queue; WRs left after the last signaled
+// one would hold their slots with no completion to come).
 template <typename PerQp>
-bool signaled_all_completed(const std::vector<PerQp>& state, std::uint32_t moderation) {
+std::uint64_t closing_room(const PerQp& p, std::uint32_t moderation) {
+    return p.posted % moderation == 0 ? 0 : moderation - p.posted % moderation;
+}
+
+template <typename PerQp>
+bool all_retired(const std::vector<PerQp>& state, std::uint32_t moderation) {
     return std::all_of(state.begin(), state.end(), [moderation](const PerQp& p) {
-        return p.completed >= p.posted - p.posted % moderation;
+        return closing_room(p, moderation) == 0 && p.completed == p.posted;
     });
 }
 
@@ -397,16 +403,17 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
     std::uint64_t total_posted = 0;
     std::uint64_t total_completed = 0;
     const std::uint64_t end = timed ? rte_rdtsc() + rte_get_tsc_hz() * o.duration_seconds : 0;
-    bool stop_posting = false;
+    bool time_up = false;
     WorkCompletion wcs[32];
     for (;;) {
-        if (timed && !stop_posting && rte_rdtsc() >= end) {
-            stop_posting = true;
+        if (timed && !time_up && rte_rdtsc() >= end) {
+            time_up = true;
         }
-        for (unsigned q = 0; q < qps && !stop_posting; ++q) {
+        for (unsigned q = 0; q < qps; ++q) {
             PerQp& p = state[q];
+            const std::uint64_t left = time_up ? closing_room(p, moderation) : per_qp - p.posted;
             auto count = std::min<std::uint64_t>(
-                {batch.size(), o.tx_depth - (p.posted - p.completed), per_qp - p.posted});
+                {batch.size(), o.tx_depth - (p.posted - p.completed), left});
             if (list > 1) {
                 count = count < list ? 0 : list;
             }
@@ -485,7 +492,7 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
         } else if (watchdog.expired()) {
             return stalled("completions");
         }
-        if (timed ? stop_posting && signaled_all_completed(state, moderation)
+        if (timed ? time_up && all_retired(state, moderation)
                   : total_posted == out.iterations && total_completed == total_posted) {
             break;
         }
