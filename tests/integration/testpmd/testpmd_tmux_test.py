@@ -4,6 +4,7 @@ completion, connect, start, `show fwd stats` while running, stop, quit; the scre
 capture-pane and the counters checked against the peer's (a second process on a command file).
 tmux runs on a server of its own (-L), killed with the test."""
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -35,20 +36,65 @@ class TmuxSessionTest(PairTest):
     def kill_tmux(self):
         self.tmux('kill-server')
 
-    def screen(self):
-        return self.tmux('capture-pane', '-p', '-J', '-S', '-3000', '-t', 'testpmd').stdout
+    def screen(self, session='testpmd'):
+        return self.tmux('capture-pane', '-p', '-J', '-S', '-3000', '-t', session).stdout
 
-    def wait_for(self, text, timeout=60, after=0):
+    def wait_for(self, text, timeout=60, session='testpmd'):
         deadline = time.time() + timeout
         while time.time() < deadline:
-            screen = self.screen()
-            if text in screen[after:]:
+            screen = self.screen(session)
+            if text in screen:
                 return screen
             time.sleep(0.1)
-        self.fail(f'{text!r} did not appear within {timeout} s; the screen:\n{self.screen()}')
+        self.fail(f'{text!r} did not appear within {timeout} s; the screen:\n'
+                  f'{self.screen(session)}')
 
-    def type(self, *keys):
-        self.tmux('send-keys', '-t', 'testpmd', *keys)
+    def type(self, *keys, session='testpmd'):
+        self.tmux('send-keys', '-t', session, *keys)
+
+    def prompt_session(self, name, role, ip, lcores, sock):
+        status = os.path.join(self.dir, name + '.status')
+        command = [TESTPMD] + eal(role, sock, ip, lcores) + ['-i']
+        shell = f'{shlex.join(command)} 2>&1; echo $? > {shlex.quote(status)}'
+        self.tmux('new-session', '-d', '-s', name, '-x', '250', '-y', '50', shell)
+        return status
+
+    def test_descriptors_pasted_between_two_prompts(self):
+        """No TCP channel: each side prints its QP's descriptor and the other pastes it."""
+        sock = os.path.join(self.dir, 'memif.sock')
+        statuses = [self.prompt_session('a', 'server', '10.0.0.1', '0@1,1@0', sock)]
+        self.wait_for(PROMPT, session='a')
+        statuses.append(self.prompt_session('b', 'client', '10.0.0.2', '0@0,1@1', sock))
+        self.wait_for(PROMPT, session='b')
+        descriptors = {}
+        for name in ('a', 'b'):
+            self.type('show qp 0 descriptor', 'Enter', session=name)
+            deadline = time.time() + 30
+            found = []
+            while not found and time.time() < deadline:
+                found = re.findall(r'^([0-9a-f]{100,})$', self.screen(name), re.M)
+            self.assertTrue(found, self.screen(name))
+            descriptors[name] = found[-1]
+        self.type('connect qp 0 descriptor ' + descriptors['b'], 'Enter', session='a')
+        self.wait_for('QP 0 connected', session='a')
+        self.type('connect qp 0 descriptor ' + descriptors['a'], 'Enter', session='b')
+        self.wait_for('QP 0 connected', session='b')
+        self.type('set fwd write', 'Enter', 'start', 'Enter', session='a')
+        self.wait_for('Start forwarding: write engine', session='a')
+        time.sleep(0.5)
+        self.type('stop', 'Enter', session='a')
+        sent = last_total(self.wait_for('Done.', session='a'))
+        self.assertGreater(sent['TX-completed'], 0, sent)
+        self.assertEqual(sent['TX-completed'], sent['TX-ops'], sent)
+        self.assertEqual(sent['Errors'], 0, sent)
+        for name in ('a', 'b'):
+            self.type('quit', 'Enter', session=name)
+        for status in statuses:
+            deadline = time.time() + 30
+            while not os.path.exists(status) and time.time() < deadline:
+                time.sleep(0.1)
+            with open(status) as f:
+                self.assertEqual(f.read().strip(), '0')
 
     def test_interactive_session(self):
         sock = os.path.join(self.dir, 'memif.sock')
