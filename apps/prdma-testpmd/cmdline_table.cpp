@@ -74,7 +74,10 @@ void CommandTable::add(CommandSpec command) {
     auto* instance = reinterpret_cast<cmdline_parse_inst_t*>(slots.get());
     instance->f = dispatch;
     instance->data = &stored;
-    stored.help = stored.spec + "\n    " + stored.help;
+    // Choices as testpmd's help writes them (a|b), not as cmdline's tokens do (a#b).
+    std::string shown = stored.spec;
+    std::replace(shown.begin(), shown.end(), '#', '|');
+    stored.help = shown + "\n    " + stored.help;
     instance->help_str = stored.help.c_str();
     for (std::size_t i = 0; i < words.size() && i < max_command_tokens; ++i) {
         instance->tokens[i] = make_token(words[i], static_cast<unsigned>(i));

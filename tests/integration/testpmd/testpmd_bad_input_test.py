@@ -89,7 +89,7 @@ class BadCommandsTest(PairTest):
                 start = out.index(f'prdma-testpmd> {command}', position)
                 self.assertIn(answer, out[start:start + 400])
                 position = out.index('  engine: ', start)
-        self.assertIn('set fault drop#reorder#dup#corrupt#delay <RATE>', out)  # help
+        self.assertIn('set fault drop|reorder|dup|corrupt|delay <RATE>', out)  # help
 
 
 if __name__ == '__main__':

@@ -2,7 +2,8 @@
 """An interactive prdma-testpmd session typed through tmux, as a person would: the prompt, Tab
 completion, connect, start, `show fwd stats` while running, stop, quit; the screen is read with
 capture-pane and the counters checked against the peer's (a second process on a command file).
-tmux runs on a server of its own (-L), killed with the test."""
+Then two prompts connected by pasting each other's descriptor, with no TCP channel. tmux runs on
+a server of its own (-L), killed with the test."""
 import os
 import re
 import shlex
