@@ -54,6 +54,11 @@ Status Session::open_device(const SessionConfig& config) {
         return info.error();
     }
     max_inline_ = std::min<std::uint32_t>(info->attr.max_inline_data, 1024);
+    if (config.fwd.inline_size > max_inline_) {
+        return Error(StatusCode::invalid_parameter,
+                     strformat("--inline %u: %s inlines at most %u bytes", config.fwd.inline_size,
+                               rdma::device_name(device_).c_str(), max_inline_));
+    }
     max_rd_atomic_ =
         std::max<std::uint8_t>(1, std::min<std::uint8_t>(info->attr.max_qp_rd_atomic, 16));
     const unsigned workers = rte_lcore_count() - 1;

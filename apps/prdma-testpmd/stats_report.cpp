@@ -47,8 +47,8 @@ std::string error_list(const StreamStats& stats) {
 } // namespace
 
 void StatsReport::print_body(const StreamStats& s) const {
-    const double ops = static_cast<double>(s.tx_completed + s.rx_ops);
-    const double bytes = static_cast<double>(s.tx_bytes_completed + s.rx_bytes);
+    const auto ops = static_cast<double>(s.tx_completed + s.rx_ops);
+    const auto bytes = static_cast<double>(s.tx_bytes_completed + s.rx_bytes);
     std::printf("  TX-ops: %-14" PRIu64 " TX-bytes: %-16" PRIu64 " TX-completed: %-14" PRIu64
                 " TX-bytes-completed: %" PRIu64 "\n",
                 s.tx_posted, s.tx_bytes, s.tx_completed, s.tx_bytes_completed);
