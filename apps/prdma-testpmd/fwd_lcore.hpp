@@ -77,4 +77,19 @@ std::uint16_t poll_completions(FwdLcore& lcore);
 // Posts the receives a connected stream lacks (one per receive slot).
 void post_missing_recvs(FwdLcore& lcore);
 
+// The generator engines (write, read, send, atomic): nothing to prepare; each burst posts one
+// opcode on every enabled stream and polls once.
+inline void no_begin(FwdLcore& /*lcore*/, bool /*tx_first*/) {}
+
+template <rdma::WrOpcode Opcode>
+void generator_burst(FwdLcore& lcore) {
+    for (unsigned i = 0; i < lcore.stream_count; ++i) {
+        Stream& stream = lcore.streams[i];
+        if (stream.enabled) {
+            post_tx(lcore, stream, Opcode);
+        }
+    }
+    poll_completions(lcore);
+}
+
 } // namespace prdma::testpmd

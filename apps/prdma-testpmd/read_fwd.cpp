@@ -4,26 +4,10 @@
 
 namespace prdma::testpmd {
 
-namespace {
-
-void begin(FwdLcore& /*lcore*/, bool /*tx_first*/) {}
-
-void burst(FwdLcore& lc) {
-    for (unsigned i = 0; i < lc.stream_count; ++i) {
-        Stream& stream = lc.streams[i];
-        if (stream.enabled) {
-            post_tx(lc, stream, rdma::WrOpcode::rdma_read);
-        }
-    }
-    poll_completions(lc);
-}
-
-} // namespace
-
 const FwdEngine read_engine{.name = "read",
                             .help = "READ size bytes from the peer's buffer",
                             .kind = EngineKind::read,
-                            .begin = begin,
-                            .burst = burst};
+                            .begin = no_begin,
+                            .burst = generator_burst<rdma::WrOpcode::rdma_read>};
 
 } // namespace prdma::testpmd

@@ -5,26 +5,10 @@
 
 namespace prdma::testpmd {
 
-namespace {
-
-void begin(FwdLcore& /*lcore*/, bool /*tx_first*/) {}
-
-void burst(FwdLcore& lc) {
-    for (unsigned i = 0; i < lc.stream_count; ++i) {
-        Stream& stream = lc.streams[i];
-        if (stream.enabled) {
-            post_tx(lc, stream, rdma::WrOpcode::send);
-        }
-    }
-    poll_completions(lc);
-}
-
-} // namespace
-
 const FwdEngine send_engine{.name = "send",
                             .help = "SEND size bytes (peer: rxonly or echo)",
                             .kind = EngineKind::send,
-                            .begin = begin,
-                            .burst = burst};
+                            .begin = no_begin,
+                            .burst = generator_burst<rdma::WrOpcode::send>};
 
 } // namespace prdma::testpmd

@@ -5,26 +5,10 @@
 
 namespace prdma::testpmd {
 
-namespace {
-
-void begin(FwdLcore& /*lcore*/, bool /*tx_first*/) {}
-
-void burst(FwdLcore& lc) {
-    for (unsigned i = 0; i < lc.stream_count; ++i) {
-        Stream& stream = lc.streams[i];
-        if (stream.enabled) {
-            post_tx(lc, stream, rdma::WrOpcode::rdma_write);
-        }
-    }
-    poll_completions(lc);
-}
-
-} // namespace
-
 const FwdEngine write_engine{.name = "write",
                              .help = "WRITE size bytes into the peer's buffer",
                              .kind = EngineKind::write,
-                             .begin = begin,
-                             .burst = burst};
+                             .begin = no_begin,
+                             .burst = generator_burst<rdma::WrOpcode::rdma_write>};
 
 } // namespace prdma::testpmd
