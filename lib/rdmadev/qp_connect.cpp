@@ -74,9 +74,12 @@ Status QueuePair::connect(const ConnectionDescriptor& peer, const ConnectOptions
         init.state = QpState::init;
         init.port = options.port;
         init.access = options.access;
-        if (Status status = modify(init, qp_attr_state | qp_attr_port | qp_attr_access_flags);
+        // Every step carries the caller's id: any of them may pend (a queue group that another
+        // thread polls), and the caller waits for its own id before calling again.
+        if (Status status =
+                modify(init, qp_attr_state | qp_attr_port | qp_attr_access_flags, request_id);
             !status.ok()) {
-            return status;
+            return status; // pending: connect() again once it completes
         }
     } else if (from != QpState::init && from != QpState::rtr && from != QpState::rts) {
         return Error(StatusCode::invalid_parameter,
@@ -88,7 +91,7 @@ Status QueuePair::connect(const ConnectionDescriptor& peer, const ConnectOptions
                                     qp_attr_dest_qpn | qp_attr_rq_psn | qp_attr_max_dest_rd_atomic |
                                     qp_attr_min_rnr_timer;
         if (Status status = modify(rtr_attributes(peer, options), mask, request_id); !status.ok()) {
-            return status; // pending: ARP; connect() again once it completes
+            return status; // pending: ARP or the owner; connect() again once it completes
         }
     }
     if (options.until == QpState::rtr || state() == QpState::rts) {
@@ -105,8 +108,10 @@ Status QueuePair::connect(const ConnectionDescriptor& peer, const ConnectOptions
     rts.retry_cnt = options.retry_cnt;
     rts.rnr_retry = options.rnr_retry;
     rts.max_rd_atomic = options.max_rd_atomic;
-    return modify(rts, qp_attr_state | qp_attr_sq_psn | qp_attr_timeout | qp_attr_retry_cnt |
-                           qp_attr_rnr_retry | qp_attr_max_rd_atomic);
+    return modify(rts,
+                  qp_attr_state | qp_attr_sq_psn | qp_attr_timeout | qp_attr_retry_cnt |
+                      qp_attr_rnr_retry | qp_attr_max_rd_atomic,
+                  request_id);
 }
 
 } // namespace prdma::rdma

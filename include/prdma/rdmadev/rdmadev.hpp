@@ -336,10 +336,11 @@ public:
     // must finish it elsewhere; the handle is empty either way. Busy while the creation pends.
     Status destroy(std::uint64_t request_id = 0);
     // Connects to the QP `peer` describes: INIT, RTR, RTS (or options.until) from wherever the QP
-    // is on that path, in place of the three modify() calls every verbs program writes. A peer
-    // without a MAC (all zero) is resolved with ARP, and then RTR may return pending: poll_control
-    // until `request_id` completes, and call connect() again to go on from RTR. A QP in ERR or
-    // SQD / SQE is refused (invalid_parameter): RESET it first.
+    // is on that path, in place of the three modify() calls every verbs program writes. Any step
+    // may return pending (RTR while a peer without a MAC is resolved with ARP; every step when
+    // another thread polls the QP's queue group): poll_control until `request_id` completes, and
+    // call connect() again to go on from where the QP is. A QP in ERR or SQD / SQE is refused
+    // (invalid_parameter): RESET it first.
     Status connect(const ConnectionDescriptor& peer, const ConnectOptions& options = {},
                    std::uint64_t request_id = 0);
     // Export this QP's connection descriptor (and optionally one region's rkey/range) into

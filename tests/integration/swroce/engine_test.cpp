@@ -1283,6 +1283,62 @@ protected:
     // ~270 ms: two threads share two cores with the rest of the suite; an owner descheduled for a
     // while is not a lost peer.
     std::uint8_t transport_timeout() const override { return 16; }
+
+    // A thread that owns b's group 1 by polling b's CQ from its first poll on, keeping what
+    // completes; joined however the test ends (a failed ASSERT returns early).
+    class GroupOwner {
+    public:
+        explicit GroupOwner(Side& b) : thread_([this, &b] { run(b); }) {
+            while (!polling_.load()) {
+                std::this_thread::yield();
+            }
+        }
+        GroupOwner(const GroupOwner&) = delete;
+        GroupOwner& operator=(const GroupOwner&) = delete;
+        ~GroupOwner() {
+            stop_ = true;
+            thread_.join();
+        }
+        std::vector<WorkCompletion> completions() {
+            const std::lock_guard lock(mutex_);
+            return done_;
+        }
+
+    private:
+        void run(Side& b) {
+            WorkCompletion wc[16];
+            while (!stop_.load()) {
+                const std::uint16_t n = poll_cq(b.cq, {wc, 16});
+                polling_ = true;
+                const std::lock_guard lock(mutex_);
+                done_.insert(done_.end(), wc, wc + n);
+            }
+        }
+        std::atomic<bool> stop_{false};
+        std::atomic<bool> polling_{false};
+        std::mutex mutex_;
+        std::vector<WorkCompletion> done_;
+        std::thread thread_; // last: it starts once the members it uses exist
+    };
+
+    // `status` must be pending; drives both contexts until request `id` completes in success.
+    void finish(const Status& status, std::uint64_t id) {
+        ASSERT_EQ(status.code(), StatusCode::pending)
+            << (status.ok() ? std::string("finished at once") : status.error().to_string());
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        ControlCompletion done[4];
+        while (std::chrono::steady_clock::now() < deadline) {
+            (void)a_->context.poll_control(done);
+            const std::size_t n = b_->context.poll_control(done);
+            for (std::size_t i = 0; i < n; ++i) {
+                if (done[i].request_id == id) {
+                    ASSERT_EQ(done[i].status, StatusCode::ok) << done[i].message;
+                    return;
+                }
+            }
+        }
+        FAIL() << "request " << id << " never completed";
+    }
 };
 
 TEST_F(QueueGroupEngineTest, FramesForAnotherGroupAreHandedOver) {
@@ -1393,49 +1449,7 @@ TEST_F(QueueGroupEngineTest, AQpMadeThroughTheOwnerCarriesTrafficSteeredByQpn) {
     // b's group 1 belongs to a thread of its own. A new QP there is created, connected and
     // destroyed through that owner (pending requests); a's frames for it arrive on b's group 0,
     // which must hand them to group 1 knowing only the QPN.
-    std::atomic<bool> stop{false};
-    std::atomic<bool> polling{false};
-    std::mutex mutex;
-    std::vector<WorkCompletion> b_done;
-    std::thread owner([&] {
-        WorkCompletion wc[16];
-        while (!stop.load()) {
-            const std::uint16_t n = poll_cq(b_->cq, {wc, 16});
-            polling = true;
-            const std::lock_guard lock(mutex);
-            b_done.insert(b_done.end(), wc, wc + n);
-        }
-    });
-    // Joined however the test ends (a failed ASSERT returns early).
-    struct Joiner {
-        std::atomic<bool>& stop;
-        std::thread& thread;
-        ~Joiner() {
-            stop = true;
-            thread.join();
-        }
-    } joiner{stop, owner};
-    while (!polling.load()) {
-        std::this_thread::yield();
-    }
-    // Completes b's pending request `id` while the main thread drives everything else.
-    const auto finish = [&](const Status& status, std::uint64_t id) {
-        ASSERT_EQ(status.code(), StatusCode::pending)
-            << (status.ok() ? std::string("finished at once") : status.error().to_string());
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        ControlCompletion done[4];
-        while (std::chrono::steady_clock::now() < deadline) {
-            (void)a_->context.poll_control(done);
-            const std::size_t n = b_->context.poll_control(done);
-            for (std::size_t i = 0; i < n; ++i) {
-                if (done[i].request_id == id) {
-                    ASSERT_EQ(done[i].status, StatusCode::ok) << done[i].message;
-                    return;
-                }
-            }
-        }
-        FAIL() << "request " << id << " never completed";
-    };
+    GroupOwner owner(*b_);
 
     QpInitAttr init;
     init.pd = &b_->pd;
@@ -1530,30 +1544,61 @@ TEST_F(QueueGroupEngineTest, AQpMadeThroughTheOwnerCarriesTrafficSteeredByQpn) {
     }
     ASSERT_EQ(sent, messages);
     const auto received_all = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    for (;;) {
-        {
-            const std::lock_guard lock(mutex);
-            if (b_done.size() >= static_cast<std::size_t>(messages)) {
-                break;
-            }
-        }
+    std::vector<WorkCompletion> b_done = owner.completions();
+    while (b_done.size() < static_cast<std::size_t>(messages)) {
         ASSERT_LT(std::chrono::steady_clock::now(), received_all) << "receives missing";
         std::this_thread::yield();
+        b_done = owner.completions();
     }
-    {
-        const std::lock_guard lock(mutex);
-        for (int i = 0; i < messages; ++i) {
-            const WorkCompletion& done = b_done[static_cast<std::size_t>(i)];
-            EXPECT_EQ(done.wr_id, static_cast<std::uint64_t>(i));
-            EXPECT_EQ(done.status, WcStatus::success);
-            EXPECT_EQ(done.qpn, qp.qpn());
-            EXPECT_EQ(std::memcmp(b_->data() + i * 4096, a_->data() + i * 1000, 3000), 0) << i;
-        }
+    for (int i = 0; i < messages; ++i) {
+        const WorkCompletion& done = b_done[static_cast<std::size_t>(i)];
+        EXPECT_EQ(done.wr_id, static_cast<std::uint64_t>(i));
+        EXPECT_EQ(done.status, WcStatus::success);
+        EXPECT_EQ(done.qpn, qp.qpn());
+        EXPECT_EQ(std::memcmp(b_->data() + i * 4096, a_->data() + i * 1000, 3000), 0) << i;
     }
     EXPECT_GT(counter(*b_, "group0_steering_misses"), 0U) << "arrived on group 0, handed over";
     EXPECT_EQ(counter(*b_, "group0_rx_unknown_qp"), 0U) << "group 0 never looks the QP up";
 
     ASSERT_NO_FATAL_FAILURE(finish(qp.destroy(5), 5));
+}
+
+TEST_F(QueueGroupEngineTest, ConnectThroughTheOwnerPendsAtEachStepWithTheCallersId) {
+    // connect() on a QP whose group another thread polls: every step (INIT, RTR, RTS) must go
+    // through the owner and pend with the caller's request id; connect() again goes on from
+    // where the QP is. Before, INIT and RTS went with id 0 and failed busy.
+    GroupOwner owner(*b_);
+    QpInitAttr init;
+    init.pd = &b_->pd;
+    init.send_cq = &b_->cq;
+    init.recv_cq = &b_->cq;
+    QueuePair qp;
+    ASSERT_NO_FATAL_FAILURE(finish(conformance::into(qp, b_->context.create_qp(init, 1)), 1));
+    Objects local;
+    local.cq = std::move(a_->context.create_cq(64).value());
+    QpInitAttr local_init;
+    local_init.pd = &a_->pd;
+    local_init.send_cq = &local.cq;
+    local_init.recv_cq = &local.cq;
+    local.qp = std::move(a_->context.create_qp(local_init).value());
+    ConnectionDescriptor mine{};
+    std::uint32_t length = sizeof(mine);
+    ASSERT_TRUE(local.qp.export_connection(nullptr, &mine, &length).ok());
+    auto peer = import_connection(&mine, length);
+    ASSERT_TRUE(peer.ok()) << peer.error().to_string();
+
+    std::vector<QpState> seen;
+    for (std::uint64_t id = 10; qp.state() != QpState::rts && id < 16; ++id) {
+        const Status status = qp.connect(peer.value(), {}, id);
+        if (status.ok()) {
+            break;
+        }
+        ASSERT_NO_FATAL_FAILURE(finish(status, id));
+        seen.push_back(qp.state());
+    }
+    EXPECT_EQ(qp.state(), QpState::rts);
+    EXPECT_EQ(seen, (std::vector<QpState>{QpState::init, QpState::rtr, QpState::rts}));
+    ASSERT_NO_FATAL_FAILURE(finish(qp.destroy(20), 20));
 }
 
 // Every operation under every fault the devargs inject, on both sides and in both directions, with
