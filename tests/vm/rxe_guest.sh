@@ -1,0 +1,88 @@
+#!/bin/sh
+# Runs inside the prdma-vm guest (usertools/prdma-vm run), chrooted into the host's root: makes a
+# Linux soft-RoCE device (rdma_rxe) on roce0 (10.100.0.20 on br-data), finds its RoCE v2 GID of
+# 10.100.0.20, then for each case in CASES (one "TEST OPTIONS" a line, e.g. "write_lat -n 1000")
+# runs perftest's ib_TEST against the prdma-perf of test-bed host 1 (rxe_interop.sh) both ways:
+#   A: ib_TEST server here, prdma-perf client there (TCP exchange to 192.168.100.10)
+#   B: prdma-perf server there, ib_TEST client here (to 192.168.100.1)
+# Handshake through files in $PRDMA_VM_OUT (shared with the host over 9p):
+#   A: guest-up-A-N (server listening) -> host-done-A-N;  B: guest-ready-B-N -> host-up-B-N.
+#   rxe_guest.sh CASES
+set -u
+cases=$1
+out=$PRDMA_VM_OUT
+base_port=18600
+step() { echo "rxe-guest: $*"; }
+now() { cut -d' ' -f1 /proc/uptime; }
+wait_file() { # FILE SECONDS
+  i=0
+  while [ ! -e "$1" ] && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i + 1)); done
+  [ -e "$1" ]
+}
+listening() { ss -ltnH "sport = :$1" 2>/dev/null | grep -q .; }
+
+step "roce0: $(ip -br addr show roce0 2>&1)"
+rdma link add rxe0 type rxe netdev roce0 || { step "FAIL: rdma link add"; dmesg | tail -5; exit 1; }
+rdma link show
+ibv_devinfo -v -d rxe0 2>&1 | grep -E 'hca_id|transport|state|max_mtu|active_mtu|GID\[' 
+gids=/sys/class/infiniband/rxe0/ports/1/gids
+types=/sys/class/infiniband/rxe0/ports/1/gid_attrs/types
+want=0000:0000:0000:0000:0000:ffff:0a64:0014   # ::ffff:10.100.0.20
+idx=
+for g in 0 1 2 3 4 5 6 7; do   # the table's used entries come first
+  gid=$(cat "$gids/$g" 2>/dev/null) || break
+  type=$(cat "$types/$g" 2>/dev/null) || break
+  step "GID[$g] $gid $type"
+  [ "$gid" = "$want" ] && [ "$type" = "RoCE v2" ] && [ -z "$idx" ] && idx=$g
+done
+[ -n "$idx" ] || { step "FAIL: no RoCE v2 GID for 10.100.0.20"; exit 1; }
+step "RoCE v2 GID index of 10.100.0.20: $idx"
+echo "$idx" >"$out/gid-index"
+
+rc=0
+n=0
+while read -r test opts; do
+  [ -n "$test" ] || continue
+  n=$((n + 1))
+  port=$((base_port + 2 * n))
+  # A: ib_TEST serves, prdma-perf (host 1) is the client.
+  step "A$n: ib_$test -d rxe0 -x $idx -F $opts -p $port (server; prdma-perf the client) ($(now)s)"
+  # shellcheck disable=SC2086
+  timeout 240 "ib_$test" -d rxe0 -x "$idx" -F $opts -p $port >"$out/guest-A-$n.out" 2>&1 &
+  pid=$!
+  i=0
+  while ! listening $port && [ $i -lt 300 ] && kill -0 $pid 2>/dev/null; do
+    sleep 0.1; i=$((i + 1))
+  done
+  : >"$out/guest-up-A-$n"
+  wait $pid
+  r=$?
+  cat "$out/guest-A-$n.out"
+  echo "$r" >"$out/guest-A-$n.rc"
+  step "A$n: ib_$test (server) exited $r ($(now)s)"
+  [ $r -eq 0 ] || rc=1
+  wait_file "$out/host-done-A-$n" 300 || step "A$n: the host's client never finished"
+
+  # B: prdma-perf (host 1) serves, ib_TEST is the client.
+  : >"$out/guest-ready-B-$n"
+  if wait_file "$out/host-up-B-$n" 120; then
+    step "B$n: ib_$test -d rxe0 -x $idx -F $opts -p $((port + 1)) 192.168.100.1 ($(now)s)"
+    # shellcheck disable=SC2086
+    timeout 240 "ib_$test" -d rxe0 -x "$idx" -F $opts -p $((port + 1)) 192.168.100.1 \
+      >"$out/guest-B-$n.out" 2>&1
+    r=$?
+    cat "$out/guest-B-$n.out"
+  else
+    step "B$n: the host's server never came up"
+    r=124
+  fi
+  echo "$r" >"$out/guest-B-$n.rc"
+  step "B$n: ib_$test (client) exited $r ($(now)s)"
+  [ $r -eq 0 ] || rc=1
+  wait_file "$out/host-done-B-$n" 300 || step "B$n: the host's server never finished"
+done <"$cases"
+step "rdma statistics: $(rdma statistic show link rxe0/1 2>&1 | tr -s ' \n' ' ')"
+ip -s link show roce0
+ip neigh show dev roce0
+step "done ($(now)s), status $rc"
+exit $rc
