@@ -36,7 +36,8 @@ done
 ls /usr/lib/*/libibverbs/librxe-rdmav*.so >/dev/null 2>&1 ||
   { say "no rxe provider for libibverbs (ibverbs-providers): skipped"; exit 77; }
 if [ ! -f "$vmdir/vmlinuz" ] || [ ! -f "$vmdir/initramfs.cpio.gz" ] ||
-  ! grep -qx rdma_rxe.ko "$vmdir/modules" 2>/dev/null; then
+  ! grep -qx rdma_rxe.ko "$vmdir/modules" 2>/dev/null ||
+  [ "$top/usertools/prdma-vm" -nt "$vmdir/initramfs.cpio.gz" ]; then
   "$top/usertools/prdma-vm" build --dir "$vmdir" || exit 1
 fi
 

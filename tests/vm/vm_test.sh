@@ -4,7 +4,7 @@
 # dpdk-devbind.py and runs prdma-perf on it through DPDK's net_virtio over VFIO against a
 # prdma-perf in test-bed host 1 (net_af_packet on data0, 10.100.0.1); then dma_map_test shows the
 # vIOMMU enforcing ExternalMemory's rte_dev_dma_map. Builds the guest (prdma-vm build) when
-# missing. Root; takes the test-bed down at the end.
+# missing or older than usertools/prdma-vm. Root; takes the test-bed down at the end.
 #   vm_test.sh BUILD_DIR
 set -uo pipefail
 build=$(realpath "${1:?vm_test.sh BUILD_DIR}")
@@ -17,7 +17,8 @@ say() { printf 'vm_test: %s\n' "$*"; }
 [ "$(id -u)" -eq 0 ] || { say "needs root: skipped"; exit 77; }
 command -v qemu-system-x86_64 >/dev/null ||
   { say "no qemu-system-x86_64 (usertools/prdma-vm deps, or prdma-setup deps): skipped"; exit 77; }
-if [ ! -f "$vmdir/vmlinuz" ] || [ ! -f "$vmdir/initramfs.cpio.gz" ]; then
+if [ ! -f "$vmdir/vmlinuz" ] || [ ! -f "$vmdir/initramfs.cpio.gz" ] ||
+  [ "$top/usertools/prdma-vm" -nt "$vmdir/initramfs.cpio.gz" ]; then
   "$top/usertools/prdma-vm" build --dir "$vmdir" || exit 1
 fi
 
