@@ -15,8 +15,6 @@ namespace prdma::testpmd {
 
 namespace {
 
-constexpr int wait_ms = 60'000; // for the peer to come (its EAL may still be starting)
-
 struct Header {
     std::uint32_t magic = 0x50544d44; // "PTMD"
     std::uint32_t kind = 0;
@@ -117,13 +115,13 @@ Status PeerChannel::write_all(const void* data, std::size_t size) const {
     return {};
 }
 
-Status PeerChannel::read_all(void* data, std::size_t size) {
+Status PeerChannel::read_all(void* data, std::size_t size, int timeout_ms) {
     auto* bytes = static_cast<std::uint8_t*>(data);
     while (size > 0) {
         pollfd ready{.fd = fd_, .events = POLLIN, .revents = 0};
-        if (::poll(&ready, 1, wait_ms) != 1) {
+        if (::poll(&ready, 1, timeout_ms) != 1) {
             return Error(StatusCode::not_connected,
-                         strformat("the peer did not answer within %d s", wait_ms / 1000));
+                         strformat("the peer did not answer within %d ms", timeout_ms));
         }
         const ssize_t n = ::recv(fd_, bytes, size, 0);
         if (n <= 0) {
@@ -162,6 +160,22 @@ Status PeerChannel::exchange(std::uint32_t kind, std::uint32_t index,
                                in.kind, in.index, kind, index));
     }
     return read_all(theirs.data(), theirs.size());
+}
+
+Status PeerChannel::leave(std::chrono::milliseconds wait) {
+    if (fd_ < 0) {
+        return {};
+    }
+    const Header out{.kind = kind_leave, .index = 0, .length = 0};
+    if (Status s = write_all(&out, sizeof(out)); !s) {
+        return {}; // the peer is gone already
+    }
+    Header in;
+    Status s = read_all(&in, sizeof(in), static_cast<int>(wait.count()));
+    if (!s && s.error().message().find("closed") != std::string::npos) {
+        return {}; // it left first
+    }
+    return s;
 }
 
 } // namespace prdma::testpmd

@@ -3,6 +3,7 @@
 // only the main lcore, while the forwarding lcores keep the device running.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -24,6 +25,11 @@ public:
     // command), `mine` goes out and the peer's payload comes back in `theirs`.
     Status exchange(std::uint32_t kind, std::uint32_t index, std::span<const std::uint8_t> mine,
                     std::span<std::uint8_t> theirs);
+    // The last message, once this side's lcores stopped polling its port: waits up to `wait`
+    // for the peer's, so that neither port is closed while the other side still polls (DPDK
+    // 22.11's memif can crash a side that polls while its peer disconnects). Ok when the peer
+    // left first or there is no channel; not_connected when the peer stays (interactive).
+    Status leave(std::chrono::milliseconds wait);
     [[nodiscard]] std::string describe() const;
     [[nodiscard]] bool connected() const { return fd_ >= 0; }
 
@@ -32,7 +38,10 @@ private:
     Status listen_and_accept();
     Status connect_to_host();
     Status write_all(const void* data, std::size_t size) const;
-    Status read_all(void* data, std::size_t size);
+    Status read_all(void* data, std::size_t size, int timeout_ms = wait_ms);
+
+    static constexpr int wait_ms = 60'000; // for the peer to come (its EAL may still be starting)
+    static constexpr std::uint32_t kind_leave = 0xffff'ffffU;
 
     std::string host_; // empty: listen
     std::uint16_t port_;

@@ -237,6 +237,10 @@ void Session::teardown() {
     if (launched_) {
         rte_eal_mp_wait_lcore();
     }
+    if (peer_) {
+        // Nothing polls this port any more; close it only once the peer's lcores stopped too.
+        (void)peer_->leave(std::chrono::seconds(2));
+    }
     (void)pd_.destroy();
     if (context_) {
         (void)context_->close();
