@@ -39,10 +39,10 @@ serve() {
     sleep 0.2
     i=$((i + 1))
     [ $i -lt 3000 ] || return 1
-    [ -e "$out/status" ] && return 1
+    [ -e "$out/status" ] || [ -e "$out/vm-exited" ] && return 1
   done
   # shellcheck disable=SC2086
-  ip netns exec prdma-h1 "$perf" ${args%% *} -l 0 --no-telemetry --log-level=lib.eal:error \
+  ip netns exec prdma-h1 timeout 240 "$perf" ${args%% *} -l 0 --no-telemetry --log-level=lib.eal:error \
     --log-level=prdma.*:warning --vdev=net_af_packet0,iface=data0 \
     --vdev=rdma_swroce0,port=net_af_packet0,ip=10.100.0.1 -- ${args#* } --verify \
     -p $((19600 + n)) >"$out/server-$n.out" 2>&1 &
@@ -73,6 +73,9 @@ start=$(date +%s.%N)
   "sh $top/tests/vm/guest.sh $build"
 rc=$?
 end=$(date +%s.%N)
+# A guest that ended early (before or during a test) leaves no server waiting for it.
+: >"$out/vm-exited"
+[ "$rc" -eq 0 ] || ip netns pids prdma-h1 | xargs -r kill 2>/dev/null
 wait "$servers_pid"
 servers_rc=$?
 : >"$capdir/stop"
