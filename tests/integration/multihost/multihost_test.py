@@ -101,15 +101,15 @@ class MultiHost(unittest.TestCase):
         self.verified_tests('af_xdp')
 
     def test_examples_across_hosts(self):
-        for example, args in (('rc_pingpong', ['-s', '4096', '-n', '200']),
-                              ('write_read', ['-s', '10000', '-n', '3'])):
-            with self.subTest(example=example):
-                binary = os.path.join(EXAMPLES, example)
-                port = str(next(PORTS))
-                server = [binary] + eal(1, 0, 'af_packet') + args + ['-p', port]
-                client = [binary] + eal(2, 1, 'af_packet') + args + ['-p', port,
-                                                                    '192.168.100.1']
-                self.check(run_across(server, client), example)
+        for pmd in ('af_packet', 'af_xdp'):
+            for example, args in (('rc_pingpong', ['-s', '4096', '-n', '200']),
+                                  ('write_read', ['-s', '10000', '-n', '3'])):
+                with self.subTest(example=example, pmd=pmd):
+                    binary = os.path.join(EXAMPLES, example)
+                    port = str(next(PORTS))
+                    server = [binary] + eal(1, 0, pmd) + args + ['-p', port]
+                    client = [binary] + eal(2, 1, pmd) + args + ['-p', port, '192.168.100.1']
+                    self.check(run_across(server, client), f'{example} on {pmd}')
 
     def test_under_loss(self):
         """1 % of frames lost at each receiver (swroce's devargs; this kernel may lack netem):
