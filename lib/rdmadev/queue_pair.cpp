@@ -60,6 +60,33 @@ const QpCaps& QueuePair::caps() const {
     return qp_ != nullptr ? qp_->caps : none;
 }
 
+Result<QpStatus> QueuePair::query_status() const {
+    if (qp_ == nullptr) {
+        return Error(StatusCode::invalid_parameter, "the QP is not created");
+    }
+    driver::Device* dev = detail::live_device(*qp_->context);
+    if (dev == nullptr) {
+        return detail::device_removed_error(qp_->context->device);
+    }
+    if (qp_->creating || qp_->driver == nullptr) {
+        return detail::not_ready("QP", qp_->creating);
+    }
+    if (dev->config.ops->qp_telemetry == nullptr) {
+        return Error(StatusCode::not_supported,
+                     strformat("%s does not report QP status", dev->config.name.c_str()));
+    }
+    // The driver answers for its whole table (telemetry's qp_list needs that): pick ours.
+    std::vector<QpStatus> all;
+    dev->config.ops->qp_telemetry(*dev, all);
+    for (const QpStatus& status : all) {
+        if (status.qpn == qp_->qpn) {
+            return status;
+        }
+    }
+    return Error(StatusCode::invalid_parameter,
+                 strformat("QP 0x%06x is not in %s's table", qp_->qpn, dev->config.name.c_str()));
+}
+
 Status QueuePair::modify(const QpAttr& attr, QpAttrMask mask, std::uint64_t request_id) {
     if (qp_ == nullptr) {
         return Error(StatusCode::invalid_parameter, "the QP is not created");

@@ -103,8 +103,8 @@ int handle_stats(const char* /*cmd*/, const char* params, rte_tel_data* d) {
 }
 
 // The device's QPs, or nothing when there is no such device or its driver does not say.
-std::optional<std::vector<driver::QpTelemetry>> qps_of(DeviceId id) {
-    std::vector<driver::QpTelemetry> qps;
+std::optional<std::vector<QpStatus>> qps_of(DeviceId id) {
+    std::vector<QpStatus> qps;
     bool supported = false;
     const bool found = detail::with_live_device(id, [&](driver::Device& dev) {
         if (dev.config.ops->qp_telemetry != nullptr) {
@@ -125,7 +125,7 @@ int handle_qp_list(const char* /*cmd*/, const char* params, rte_tel_data* d) {
         return -EINVAL;
     }
     rte_tel_data_start_array(d, RTE_TEL_INT_VAL);
-    for (const driver::QpTelemetry& qp : *qps) {
+    for (const QpStatus& qp : *qps) {
         rte_tel_data_add_array_int(d, static_cast<int>(qp.qpn));
     }
     return 0;
@@ -137,7 +137,7 @@ int handle_qp_info(const char* /*cmd*/, const char* params, rte_tel_data* d) {
     if (!qps) {
         return -EINVAL;
     }
-    for (const driver::QpTelemetry& qp : *qps) {
+    for (const QpStatus& qp : *qps) {
         if (qp.qpn != (*ids)[1]) {
             continue;
         }

@@ -666,7 +666,7 @@ void stats(Device& device, std::vector<rdma::Counter>& out) {
 }
 
 // Telemetry's view of every QP in the table (see DeviceOps::qp_telemetry).
-void qp_telemetry(Device& device, std::vector<rdma::driver::QpTelemetry>& out) {
+void qp_telemetry(Device& device, std::vector<rdma::QpStatus>& out) {
     SwroceDevice& dev = swroce(device);
     const std::lock_guard lock(dev.qp_free_mutex);
     for (const auto& owned : dev.qps) {

@@ -76,21 +76,6 @@ struct ControlToken {
 // complete_control(token); it must not block. A create that pends still hands its object back at
 // once (`*cq`, `out.queue`): the class keeps it in the caller's handle, which is not ready() until
 // the completion, and no fast-path call is made on it before then.
-// One QP as telemetry shows it (/rdmadev/qp_info): where its sequence numbers stand.
-struct QpTelemetry {
-    std::uint32_t qpn = 0;
-    QpState state = QpState::reset;
-    std::uint16_t queue_group = 0;
-    std::uint32_t dest_qpn = 0;
-    std::uint32_t send_psn = 0;     // the next PSN a new message takes
-    std::uint32_t acked_psn = 0;    // the last PSN the responder acknowledged
-    std::uint32_t expected_psn = 0; // the next PSN the responder accepts
-    std::uint32_t outstanding = 0;  // send WRs posted and not yet completed
-    std::int32_t retries_left = 0;
-    std::int32_t rnr_retries_left = 0;
-    std::uint64_t retransmissions = 0;
-    std::uint64_t timeouts = 0;
-};
 
 struct DeviceOps {
     // Current state of port `port` (1-based).
@@ -134,10 +119,11 @@ struct DeviceOps {
     void (*close)(Device& device);
     // Appends the device's counters (control path; values read from the owning lcores' data).
     void (*stats)(Device& device, std::vector<Counter>& out);
-    // Optional (telemetry's qp_list and qp_info). Called from DPDK's telemetry thread while the
-    // data path runs: the driver must keep every QP it reports alive for the call, and the
-    // values are a racy snapshot, as ethdev's stats are.
-    void (*qp_telemetry)(Device& device, std::vector<QpTelemetry>& out);
+    // Optional (telemetry's qp_list and qp_info, QueuePair::query_status). Called from DPDK's
+    // telemetry thread and from control threads while the data path runs: the driver must keep
+    // every QP it reports alive for the call, and the values are a racy snapshot, as ethdev's stats
+    // are.
+    void (*qp_telemetry)(Device& device, std::vector<QpStatus>& out);
 };
 
 struct DeviceConfig {

@@ -310,6 +310,23 @@ struct ConnectOptions {
     std::optional<std::uint32_t> sq_psn;
 };
 
+// Where one QP's sequence numbers and retries stand (QueuePair::query_status, and telemetry's
+// /rdmadev/qp_info): a snapshot taken while the data path runs, as ethdev's stats are.
+struct QpStatus {
+    std::uint32_t qpn = 0;
+    QpState state = QpState::reset;
+    std::uint16_t queue_group = 0;
+    std::uint32_t dest_qpn = 0;
+    std::uint32_t send_psn = 0;     // the next PSN a new message takes
+    std::uint32_t acked_psn = 0;    // the last PSN the responder acknowledged
+    std::uint32_t expected_psn = 0; // the next PSN the responder accepts
+    std::uint32_t outstanding = 0;  // send WRs posted and not yet completed
+    std::int32_t retries_left = 0;
+    std::int32_t rnr_retries_left = 0;
+    std::uint64_t retransmissions = 0; // packets sent again since the QP was created
+    std::uint64_t timeouts = 0;        // retransmission timer expiries
+};
+
 class QueuePair : public QpQueue {
 public:
     QueuePair() = default;
@@ -325,6 +342,9 @@ public:
     [[nodiscard]] QpState state() const;
     [[nodiscard]] QpAttr attributes() const;
     [[nodiscard]] const QpCaps& caps() const;
+    // Its sequence numbers, retries and retransmissions as the device sees them now.
+    // not_supported when the driver does not report them; device_removed once it is gone.
+    Result<QpStatus> query_status() const;
     explicit operator bool() const noexcept { return qp_ != nullptr; }
     // Created and usable (false while its creation is pending, and after it failed).
     [[nodiscard]] bool ready() const noexcept;

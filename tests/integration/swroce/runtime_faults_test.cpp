@@ -1,7 +1,8 @@
 // swroce's fault rates changed at run time (include/prdma/swroce/swroce.hpp): read back from the
 // devargs, replaced, refused out of range or for a device that is not swroce, and in effect for
-// the traffic that follows (WRITEs still complete, the drops show in the counters). Two devices on
-// crossed ring ports, real EAL, one thread (so the rule "no lcore inside a burst" holds).
+// the traffic that follows (WRITEs still complete, the drops show in the counters and in the
+// sending QP's status). Two devices on crossed ring ports, real EAL, one thread (so the rule "no
+// lcore inside a burst" holds).
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -160,6 +161,21 @@ TEST_F(RuntimeFaults, DropsSetAtRunTimeAreInjectedAndRecovered) {
     EXPECT_GT(counter(*b, "rx_dropped_injected"), 0U);
     EXPECT_GT(counter(*a, "retransmissions"), 0U);
     EXPECT_EQ(counter(*a, "rx_dropped_injected"), 0U); // a's devargs drop was replaced by none
+
+    // The one QP on each device carries all of its device's retransmissions.
+    const Result<QpStatus> sender = a->qp.query_status();
+    ASSERT_TRUE(sender.ok()) << sender.error().to_string();
+    EXPECT_EQ(sender->qpn, a->qp.qpn());
+    EXPECT_EQ(sender->dest_qpn, b->qp.qpn());
+    EXPECT_EQ(sender->state, QpState::rts);
+    EXPECT_EQ(sender->outstanding, 0U);
+    EXPECT_EQ(sender->retransmissions, counter(*a, "retransmissions"));
+    EXPECT_GT(sender->retransmissions, 0U);
+    const Result<QpStatus> receiver = b->qp.query_status();
+    ASSERT_TRUE(receiver.ok());
+    EXPECT_EQ(receiver->expected_psn, (sender->acked_psn + 1) & 0xffffffU);
+    EXPECT_EQ(receiver->retransmissions, 0U);
+    EXPECT_EQ(QueuePair{}.query_status().code(), StatusCode::invalid_parameter);
 }
 
 } // namespace
