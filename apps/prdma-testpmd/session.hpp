@@ -115,8 +115,8 @@ private:
     // RESET to RTS; `sq_psn` is the PSN this side's descriptor told the peer.
     Status bring_up(QpEntry& entry, const rdma::ConnectionDescriptor& peer, std::uint32_t sq_psn);
     Status post_from_lcore(unsigned qp, const rdma::SendWr& wr, const char* what);
+    [[nodiscard]] std::vector<StreamStats> raw_stream_stats() const;
     [[nodiscard]] std::vector<StreamStats> stream_stats() const;
-    [[nodiscard]] std::uint64_t device_counter(std::string_view name) const;
     void print_run_stats(double seconds) const;
     void teardown();
 
@@ -139,7 +139,6 @@ private:
     bool launched_ = false;
     // What `start` or `clear stats` saw, so reports cover the run.
     std::vector<StreamStats> baseline_;
-    std::uint64_t retrans_baseline_ = 0;
     std::chrono::steady_clock::time_point started_{};
     std::chrono::steady_clock::time_point stopped_{};
 };

@@ -16,41 +16,38 @@ namespace {
 constexpr std::uint64_t drain_ms = 3000; // a peer that went away leaves WRs that never complete
 } // namespace
 
-std::vector<StreamStats> Session::stream_stats() const {
+// Every QP's counters as they stand: the lcores' (a racy snapshot while they run, as testpmd
+// reads its fwd_stream counters) and the device's.
+std::vector<StreamStats> Session::raw_stream_stats() const {
     std::vector<StreamStats> stats(qps_.size());
     for (const auto& lcore : lcores_) {
         for (unsigned slot = 0; slot < lcore->stream_count; ++slot) {
-            // A racy snapshot while the lcore runs, as testpmd reads its fwd_stream counters.
             const Stream& stream = lcore->streams[slot];
             stats[stream.qp_index] = stream.stats;
         }
     }
+    for (std::size_t i = 0; i < qps_.size(); ++i) {
+        if (!qps_[i] || !qps_[i]->qp.ready()) {
+            continue;
+        }
+        if (Result<rdma::QpStatus> status = qps_[i]->qp.query_status(); status) {
+            stats[i].retransmissions = status->retransmissions;
+            stats[i].timeouts = status->timeouts;
+        }
+    }
+    return stats;
+}
+
+std::vector<StreamStats> Session::stream_stats() const {
+    std::vector<StreamStats> stats = raw_stream_stats();
     for (std::size_t i = 0; i < stats.size() && i < baseline_.size(); ++i) {
         stats[i] -= baseline_[i];
     }
     return stats;
 }
 
-std::uint64_t Session::device_counter(std::string_view name) const {
-    Result<std::vector<rdma::Counter>> counters = context_->query_stats();
-    if (counters) {
-        for (const rdma::Counter& counter : *counters) {
-            if (counter.name == name) {
-                return counter.value;
-            }
-        }
-    }
-    return 0;
-}
-
 void Session::clear_stats() {
-    baseline_.assign(qps_.size(), StreamStats{});
-    for (const auto& lcore : lcores_) {
-        for (unsigned slot = 0; slot < lcore->stream_count; ++slot) {
-            baseline_[lcore->streams[slot].qp_index] = lcore->streams[slot].stats;
-        }
-    }
-    retrans_baseline_ = device_counter("retransmissions");
+    baseline_ = raw_stream_stats();
     started_ = std::chrono::steady_clock::now();
 }
 
@@ -129,7 +126,7 @@ void Session::print_run_stats(double seconds) const {
     for (const StreamStats& s : stats) {
         total += s;
     }
-    report.print_total(total, device_counter("retransmissions") - retrans_baseline_);
+    report.print_total(total);
 }
 
 } // namespace prdma::testpmd

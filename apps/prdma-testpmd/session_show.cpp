@@ -68,18 +68,21 @@ void Session::show_qps(std::optional<unsigned> index) const {
             return;
         }
     }
-    std::printf("  %-4s %-8s %-6s %-6s %-10s %-18s %-10s\n", "QP", "qpn", "lcore", "state",
-                "peer qpn", "buffer", "rkey");
+    std::printf("  %-4s %-8s %-6s %-6s %-10s %-18s %-10s %-8s %-8s %s\n", "QP", "qpn", "lcore",
+                "state", "peer qpn", "buffer", "rkey", "sq psn", "rq psn", "retrans");
     for (std::size_t i = 0; i < qps_.size(); ++i) {
         if (!qps_[i] || (index && *index != i)) {
             continue;
         }
         const QpEntry& q = *qps_[i];
         const std::string peer = q.peer ? strformat("0x%06x", q.peer->qpn) : "-";
-        std::printf("  %-4zu 0x%06x %-6u %-6s %-10s %-18p 0x%08x\n", i, q.qp.qpn(),
-                    lcores_[q.lcore]->lcore_id,
+        Result<rdma::QpStatus> status = q.qp.query_status();
+        const rdma::QpStatus now = status ? *status : rdma::QpStatus{};
+        std::printf("  %-4zu 0x%06x %-6u %-6s %-10s %-18p 0x%08x 0x%06x 0x%06x %" PRIu64 "\n", i,
+                    q.qp.qpn(), lcores_[q.lcore]->lcore_id,
                     std::string(rdma::qp_state_name(q.qp.state())).c_str(), peer.c_str(),
-                    q.buffer->data(), q.mr.rkey());
+                    q.buffer->data(), q.mr.rkey(), now.send_psn, now.expected_psn,
+                    now.retransmissions);
     }
 }
 

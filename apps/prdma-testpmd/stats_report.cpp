@@ -55,8 +55,9 @@ void StatsReport::print_body(const StreamStats& s) const {
     std::printf("  RX-ops: %-14" PRIu64 " RX-bytes: %-16" PRIu64 " RX-verify-errors: %-10" PRIu64
                 " Echoed: %" PRIu64 "\n",
                 s.rx_ops, s.rx_bytes, s.rx_verify_errors, s.echoed);
-    std::printf("  Errors: %" PRIu64 " (%s)  Post-refused: %" PRIu64 "\n", s.errors(),
-                error_list(s).c_str(), s.post_refused);
+    std::printf("  Errors: %" PRIu64 " (%s)  Post-refused: %" PRIu64 "  Retransmissions: %" PRIu64
+                "  Timeouts: %" PRIu64 "\n",
+                s.errors(), error_list(s).c_str(), s.post_refused, s.retransmissions, s.timeouts);
     std::printf("  Rate: %.3f Mops  %.3f Gbps  over %.3f s\n", ops / seconds_ / 1e6,
                 bytes * 8 / seconds_ / 1e9, seconds_);
 }
@@ -76,11 +77,10 @@ void StatsReport::print_lcore(unsigned lcore, unsigned qps, const StreamStats& s
     print_body(stats);
 }
 
-void StatsReport::print_total(const StreamStats& stats, std::uint64_t retransmissions) const {
+void StatsReport::print_total(const StreamStats& stats) const {
     std::printf("\n  +++++++++++++++ Accumulated forward statistics for all QPs "
                 "+++++++++++++++\n");
     print_body(stats);
-    std::printf("  Retransmissions: %" PRIu64 "\n", retransmissions);
     std::printf("  ++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++"
                 "+++\n");
 }

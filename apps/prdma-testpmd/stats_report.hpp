@@ -15,7 +15,7 @@ public:
 
     void print_qp(unsigned qp, unsigned lcore, EngineKind kind, const StreamStats& stats) const;
     void print_lcore(unsigned lcore, unsigned qps, const StreamStats& stats) const;
-    void print_total(const StreamStats& stats, std::uint64_t retransmissions) const;
+    void print_total(const StreamStats& stats) const;
 
 private:
     void print_body(const StreamStats& stats) const;

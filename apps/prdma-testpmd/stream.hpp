@@ -62,6 +62,10 @@ struct StreamStats {
     std::uint64_t echoed = 0;
     std::uint64_t post_refused = 0; // WRs the QP did not take (post_error says why)
     std::array<std::uint64_t, wc_status_count> wc_errors{};
+    // The device's counts for the QP (QueuePair::query_status), which the session reads; the
+    // lcore never writes them.
+    std::uint64_t retransmissions = 0;
+    std::uint64_t timeouts = 0;
 
     StreamStats& operator-=(const StreamStats& base) noexcept;
     StreamStats& operator+=(const StreamStats& more) noexcept;

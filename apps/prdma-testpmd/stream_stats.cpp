@@ -1,4 +1,5 @@
 // StreamStats arithmetic, for reports over a run (now minus what `start` or `clear stats` saw).
+#include <algorithm>
 #include <numeric>
 
 #include "stream.hpp"
@@ -18,6 +19,9 @@ StreamStats& StreamStats::operator-=(const StreamStats& base) noexcept {
     for (std::size_t i = 0; i < wc_errors.size(); ++i) {
         wc_errors[i] -= base.wc_errors[i];
     }
+    // A QP destroyed since the base was taken reads 0 from the device: count nothing for it.
+    retransmissions -= std::min(retransmissions, base.retransmissions);
+    timeouts -= std::min(timeouts, base.timeouts);
     return *this;
 }
 
@@ -34,6 +38,8 @@ StreamStats& StreamStats::operator+=(const StreamStats& more) noexcept {
     for (std::size_t i = 0; i < wc_errors.size(); ++i) {
         wc_errors[i] += more.wc_errors[i];
     }
+    retransmissions += more.retransmissions;
+    timeouts += more.timeouts;
     return *this;
 }
 

@@ -114,6 +114,12 @@ class EngineTest(PairTest):
         sent, got = last_total(out_s), last_total(out_c)
         self.check_sender(sent, 64)
         self.assertGreater(sent['Retransmissions'], 0, sent)
+        # Per QP (the device's count for each, read with QueuePair::query_status), summing to the
+        # total; the receiver retransmits nothing (its ACKs are never retransmitted).
+        per_qp = [b[-1] for b in (blocks(out_s, f'Forward statistics for QP {n} ') for n in (0, 1))]
+        self.assertEqual(sum(b['Retransmissions'] for b in per_qp), sent['Retransmissions'], per_qp)
+        self.assertTrue(all(b['Retransmissions'] > 0 for b in per_qp), per_qp)
+        self.assertEqual(got['Retransmissions'], 0, got)
         self.assertEqual(got['RX-ops'], sent['TX-completed'], (sent, got))
         self.assertEqual(got['RX-verify-errors'], 0, got)
         self.assertRegex(out_s, r'rx_dropped_injected: [1-9]')
