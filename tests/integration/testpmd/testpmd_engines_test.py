@@ -61,7 +61,13 @@ class EngineTest(PairTest):
         self.assertEqual(got['Errors'], 0, got)
 
     def test_send_to_echo(self):
-        out_s, out_c = self.run_pair(generator('send'), receiver('echo'))
+        # The sender quits only after the echo side has stopped: the echoes of its last SENDs are
+        # still in flight when its own `stop` has drained, and a QP destroyed under them would
+        # leave the echo side retrying into nothing (retry_exceeded, then its receives flushed).
+        sender = f'{CONNECT}set fwd send\nsync\nstart\nsleep 1\nshow fwd stats\nstop\nsync\n' \
+            'sync\nquit'
+        echo = f'{CONNECT}set fwd echo\nstart\nsync\nsync\nstop\nsync\nquit'
+        out_s, out_c = self.run_pair(sender, echo)
         sent = last_total(out_s)
         echo = last_total(out_c)
         self.check_sender(sent, 64)
