@@ -70,10 +70,10 @@ class PairTest(unittest.TestCase):
             p.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def spawn(self, args, name):
+    def spawn(self, args, name, stdin=subprocess.DEVNULL):
         out = open(os.path.join(self.dir, name + '.log'), 'w+')
         p = subprocess.Popen([TESTPMD] + args, stdout=out, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, start_new_session=True)
+                             stdin=stdin, start_new_session=True)
         p.log = out
         self.procs.append(p)
         return p

@@ -2,8 +2,8 @@
 """An interactive prdma-testpmd session typed through tmux, as a person would: the prompt, Tab
 completion, connect, start, `show fwd stats` while running, stop, quit; the screen is read with
 capture-pane and the counters checked against the peer's (a second process on a command file).
-Then two prompts connected by pasting each other's descriptor, with no TCP channel. tmux runs on
-a server of its own (-L), killed with the test."""
+Ctrl-C drops a half-typed line; Ctrl-D leaves. Then two prompts connected by pasting each other's
+descriptor, with no TCP channel. tmux runs on a server of its own (-L), killed with the test."""
 import os
 import re
 import shlex
@@ -88,8 +88,8 @@ class TmuxSessionTest(PairTest):
         self.assertGreater(sent['TX-completed'], 0, sent)
         self.assertEqual(sent['TX-completed'], sent['TX-ops'], sent)
         self.assertEqual(sent['Errors'], 0, sent)
-        for name in ('a', 'b'):
-            self.type('quit', 'Enter', session=name)
+        self.type('quit', 'Enter', session='a')
+        self.type('C-d', session='b')  # Ctrl-D at an empty prompt leaves, as `quit` does
         for status in statuses:
             deadline = time.time() + 30
             while not os.path.exists(status) and time.time() < deadline:
@@ -113,6 +113,14 @@ class TmuxSessionTest(PairTest):
         peer = self.spawn(eal('client', sock, '10.0.0.2', '0@0,1@1') +
                           ['--peer', f'127.0.0.1:{port}', '--cmdline-file', peer_cmds], 'peer')
 
+        # Ctrl-C drops the line being typed (testpmd's prompt and a shell do the same): the QP
+        # is still there afterwards.
+        self.type('destroy qp 0', 'C-c')
+        self.type('show qp 0', 'Enter')
+        shown = self.wait_for('  0    0x0000')  # its row
+        self.assertNotIn('QP 0 destroyed', shown)
+        self.assertRegex(shown, r'\n  0 +0x[0-9a-f]{6} +1 +RESET ')
+
         # Completion: "sho" + Tab is "show ", "conf" + Tab is "config".
         self.type('sho', 'Tab')
         self.wait_for(PROMPT + 'show ')
@@ -129,7 +137,7 @@ class TmuxSessionTest(PairTest):
         self.wait_for('Start forwarding: send engine')
         time.sleep(1)
         self.type('show fwd stats', 'Enter')
-        running = self.wait_for('Retransmissions:')
+        running = self.wait_for('+' * 40)  # the end of the accumulated statistics
         live = last_total(running)
         self.assertGreater(live['TX-completed'], 0, live)
         self.assertRegex(running, r'Rate: [0-9.]+ Mops  [0-9.]+ Gbps')
