@@ -362,43 +362,6 @@ BandwidthSamples samples_for(const Phase& ph, std::uint64_t size) {
     return samples;
 }
 
-// send_bw: the server receives and measures its side itself (no peak, as perftest).
-Status send_bandwidth_phase(const Phase& ph) {
-    const PerfOptions& o = ph.o;
-    Exchange& x = ph.x;
-    for (unsigned index = 0; index < o.sizes.size(); ++index) {
-        const std::uint64_t size = o.sizes[index];
-        const VerifyRun verify{ph.verifier, index};
-        BandwidthSamples samples = samples_for(ph, size);
-        Status st;
-        if (!ph.client) {
-            st = post_receives(ph.session, o, size, o.rx_depth, verify);
-        }
-        if (st.ok()) {
-            st = hand_shake(x, 0);
-        }
-        if (st.ok()) {
-            st = ph.client ? run_bandwidth(ph.session, o, size, x.theirs, samples, verify)
-                           : run_send_bandwidth_server(ph.session, o, size, samples, verify);
-        }
-        if (st.ok()) {
-            st = ph.print.bandwidth(report_for(o, samples, size, !ph.client));
-        }
-        if (st.ok() && o.sizes.size() > 1) {
-            st = hand_shake(x, 0);
-        }
-        if (!st.ok()) {
-            return st;
-        }
-    }
-    ph.print.text(result_line());
-    x.oob.set_timeout(whole_test);
-    if (Status st = close_connection(x); !st.ok()) {
-        return st;
-    }
-    return x.oob.finish();
-}
-
 // write_bw, read_bw, atomic_bw without -b: the server is a passive target and prints the client's
 // line (under --run_infinitely it serves until the client stops).
 Status passive_target_phase(const Phase& ph) {
@@ -443,12 +406,14 @@ Status passive_target_phase(const Phase& ph) {
 }
 
 // --run_infinitely: one line per -D interval, each its own timed run, until the process is
-// stopped (perftest keeps posting across lines; here the interval's WRs complete first).
-Status run_infinitely(const Phase& ph) {
+// stopped (perftest keeps posting across lines; here the interval's WRs complete first). With
+// `rx` (send_bw -b) the peer's SENDs are received in the same loop.
+Status run_infinitely(const Phase& ph, ReceiveSide* rx = nullptr) {
     const std::uint64_t size = ph.o.sizes.front();
     for (;;) {
         BandwidthSamples samples = samples_for(ph, size);
-        if (Status st = run_bandwidth(ph.session, ph.o, size, ph.x.theirs, samples); !st.ok()) {
+        if (Status st = run_bandwidth(ph.session, ph.o, size, ph.x.theirs, samples, {}, rx);
+            !st.ok()) {
             return st;
         }
         if (Status st = ph.print.bandwidth(report_for(ph.o, samples, size, true)); !st.ok()) {
@@ -457,9 +422,10 @@ Status run_infinitely(const Phase& ph) {
     }
 }
 
-// One size of write_bw, read_bw or atomic_bw on the posting side; with -b both sides post and
-// each reports the sum of both directions (perftest's print_full_bw_report).
-Result<BandwidthReport> requester_run(const Phase& ph, unsigned index) {
+// One size of write_bw, read_bw, atomic_bw (or send_bw -b, with `rx`) on the posting side; with
+// -b both sides post and each reports the sum of both directions (perftest's
+// print_full_bw_report).
+Result<BandwidthReport> requester_run(const Phase& ph, unsigned index, ReceiveSide* rx = nullptr) {
     const PerfOptions& o = ph.o;
     const std::uint64_t size = o.sizes[index];
     BandwidthSamples samples = samples_for(ph, size);
@@ -478,7 +444,8 @@ Result<BandwidthReport> requester_run(const Phase& ph, unsigned index) {
             return st.error();
         }
     }
-    if (Status st = run_bandwidth(ph.session, o, size, ph.x.theirs, samples, {ph.verifier, index});
+    if (Status st =
+            run_bandwidth(ph.session, o, size, ph.x.theirs, samples, {ph.verifier, index}, rx);
         !st.ok()) {
         return st.error();
     }
@@ -494,6 +461,95 @@ Result<BandwidthReport> requester_run(const Phase& ph, unsigned index) {
         r.msg_rate += theirs.msg_rate;
     }
     return r;
+}
+
+// One size of send_bw. The receiving side posts rx_depth receives before the handshake that lets
+// the sender start; without -b the server only receives and measures its side itself (no peak,
+// as perftest); with -b both sides send and receive in one loop.
+Result<BandwidthReport> send_bandwidth_run(const Phase& ph, unsigned index) {
+    const PerfOptions& o = ph.o;
+    const std::uint64_t size = o.sizes[index];
+    const VerifyRun verify{ph.verifier, index};
+    ReceiveSide rx(ph.session.qp_count(), size, o.iterations, o.rx_depth);
+    if (!ph.client || o.bidirectional) {
+        if (Status st = post_receives(ph.session, o, size, o.rx_depth, verify); !st.ok()) {
+            return st.error();
+        }
+    }
+    if (o.bidirectional) {
+        return requester_run(ph, index, &rx); // its handshake starts both sides together
+    }
+    if (Status st = hand_shake(ph.x, 0); !st.ok()) {
+        return st.error();
+    }
+    BandwidthSamples samples = samples_for(ph, size);
+    const Status st = ph.client ? run_bandwidth(ph.session, o, size, ph.x.theirs, samples, verify)
+                                : run_send_bandwidth_server(ph.session, o, rx, samples, verify);
+    if (!st.ok()) {
+        return st.error();
+    }
+    return report_for(o, samples, size, !ph.client);
+}
+
+// send_bw --run_infinitely: the client SENDs a line per interval; the server receives, keeps its
+// receives posted and prints what arrived in each interval until the client goes away. With -b
+// both sides do both and each prints its own direction.
+Status send_infinitely(const Phase& ph) {
+    const PerfOptions& o = ph.o;
+    const std::uint64_t size = o.sizes.front();
+    ReceiveSide rx(ph.session.qp_count(), size, UINT64_MAX, o.rx_depth);
+    if (!ph.client || o.bidirectional) {
+        if (Status st = post_receives(ph.session, o, size, o.rx_depth); !st.ok()) {
+            return st;
+        }
+    }
+    if (Status st = hand_shake(ph.x, 0); !st.ok()) {
+        return st;
+    }
+    if (ph.client || o.bidirectional) {
+        return run_infinitely(ph, o.bidirectional ? &rx : nullptr);
+    }
+    for (;;) {
+        BandwidthSamples samples = samples_for(ph, size);
+        if (Status st = run_send_bandwidth_server(ph.session, o, rx, samples); !st.ok()) {
+            return st;
+        }
+        if (samples.iterations == 0 && ph.x.oob.peer_closed()) {
+            ph.print.text(" The client stopped (--run_infinitely)\n");
+            return {};
+        }
+        if (Status st = ph.print.bandwidth(report_for(o, samples, size, true)); !st.ok()) {
+            return st;
+        }
+    }
+}
+
+Status send_bandwidth_phase(const Phase& ph) {
+    const PerfOptions& o = ph.o;
+    Exchange& x = ph.x;
+    if (o.run_infinitely) {
+        return send_infinitely(ph);
+    }
+    for (unsigned index = 0; index < o.sizes.size(); ++index) {
+        auto r = send_bandwidth_run(ph, index);
+        if (!r) {
+            return r.error();
+        }
+        if (Status st = ph.print.bandwidth(r.value()); !st.ok()) {
+            return st;
+        }
+        if (o.sizes.size() > 1) {
+            if (Status st = hand_shake(x, 0); !st.ok()) {
+                return st;
+            }
+        }
+    }
+    ph.print.text(result_line());
+    x.oob.set_timeout(whole_test);
+    if (Status st = close_connection(x); !st.ok()) {
+        return st;
+    }
+    return x.oob.finish();
 }
 
 // The bandwidth tests' measured phase and closing exchange.
@@ -764,10 +820,11 @@ int run_main(int argc, char** argv) {
                     std::string(perftest_version).c_str());
         return 0;
     }
+    // send_bw --run_infinitely is the exception: each side's lines are its own intervals.
     const bool both_sides_loop =
         options.test.kind == Kind::latency
             ? options.test.verb == Verb::write || options.test.verb == Verb::send
-            : options.test.verb == Verb::send;
+            : options.test.verb == Verb::send && !options.run_infinitely;
     if (options.duration_seconds != 0 && both_sides_loop) {
         return fail("-D is not supported for " + test_name(options.test) +
                     ": both sides run the loop and must agree on its length; use -n");

@@ -189,6 +189,12 @@ Status OobChannel::exchange(const void* mine, void* theirs, std::size_t size) {
     return write_all(mine, size);
 }
 
+bool OobChannel::peer_closed() const {
+    char byte = 0;
+    const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 Status OobChannel::finish() {
     (void)::shutdown(fd_, SHUT_WR);
     char sink[64];

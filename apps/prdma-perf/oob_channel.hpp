@@ -40,6 +40,9 @@ public:
     Status exchange(const void* mine, void* theirs, std::size_t size);
     Status write_all(const void* data, std::size_t size) const;
     Status read_all(void* data, std::size_t size);
+    // The peer has closed the connection or is gone (a byte it sent and nobody read yet is not
+    // a close). Does not wait.
+    [[nodiscard]] bool peer_closed() const;
     // End of the session: stop writing and wait until the peer has closed too, so neither side
     // tears its port down while the other is still sending (sends no byte perftest would see).
     Status finish();

@@ -299,17 +299,9 @@ Status check_modes(PerfOptions& o) {
     if (o.bidirectional && o.verify) {
         return bad("--verify checks one direction; it cannot be combined with -b");
     }
-    if (o.bidirectional && o.test.verb == Verb::send) {
-        return bad("-b: send_bw runs one way in prdma-perf; bidirectional runs are write_bw, "
-                   "read_bw and atomic_bw");
-    }
     if (o.run_infinitely) {
         if (o.iterations != 0) {
             return bad("--run_infinitely runs until stopped: it cannot be combined with -n");
-        }
-        if (o.test.verb == Verb::send) {
-            return bad("--run_infinitely: send_bw is not supported (its receiver counts messages); "
-                       "use write_bw, read_bw or atomic_bw");
         }
         if (o.duration_seconds == 0) {
             o.duration_seconds = 5; // perftest's interval between lines
@@ -676,7 +668,7 @@ std::string usage(TestId test) {
            "  -l, --post_list=<n>      bandwidth: n WRs per post call (-Q defaults to n)\n"
            "  -N, --noPeak             bandwidth: no peak (always so with -D)\n"
            "      --run_infinitely     bandwidth: a line every -D seconds (default 5) until\n"
-           "                           stopped (write_bw, read_bw, atomic_bw)\n"
+           "                           stopped (send_bw's receiver prints its own lines)\n"
            "      --out_json           also write the result as perftest's JSON object to\n"
            "                           perftest_out.json (rewritten per result: the last stays)\n"
            "      --out_json_file=<f>  that file's name instead\n"

@@ -1,6 +1,7 @@
 #include "test_runners.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include <rte_cycles.h>
 
@@ -49,6 +50,10 @@ Error failed(const WorkCompletion& wc) {
                                       " failed: " + std::string(rdma::wc_status_name(wc.status))};
 }
 
+bool is_receive(const WorkCompletion& wc) {
+    return wc.opcode == rdma::WcOpcode::recv || wc.opcode == rdma::WcOpcode::recv_rdma_with_imm;
+}
+
 // The CQ is shared by sends and receives; this keeps count of both kinds.
 struct Completions {
     std::uint64_t sends = 0;
@@ -63,8 +68,7 @@ Status poll_into(PerfSession& s, Completions& c, Watchdog& watchdog) {
         if (wcs[i].status != WcStatus::success) {
             return failed(wcs[i]);
         }
-        if (wcs[i].opcode == rdma::WcOpcode::recv ||
-            wcs[i].opcode == rdma::WcOpcode::recv_rdma_with_imm) {
+        if (is_receive(wcs[i])) {
             ++c.receives;
             c.last_receive_length = wcs[i].byte_len;
         } else {
@@ -355,6 +359,38 @@ Status run_atomic_latency(PerfSession& s, const PerfOptions& o, const KeyMessage
     return run_one_sided_latency(s, o, wr, out, verify);
 }
 
+namespace {
+
+// One receive completion of send_bw: checked under --verify, counted, and its receive posted
+// again while the QP expects more messages than it has receives posted for.
+Status take_receive(PerfSession& s, const PerfOptions& o, ReceiveSide& rx, const WorkCompletion& wc,
+                    const VerifyRun& verify) {
+    const auto q = static_cast<unsigned>(wc.wr_id);
+    if (q >= rx.received.size()) {
+        return Error(StatusCode::internal, "a receive completion names no QP of this test");
+    }
+    if (verify.verifier != nullptr) {
+        // Receives complete in the order they were posted: this is message received[q].
+        check_receive(*verify.verifier, s, o, verify, q, rx.received[q], wc.byte_len);
+    }
+    ++rx.received[q];
+    if (rx.posted[q] >= rx.per_qp) {
+        return {};
+    }
+    RecvWr recv;
+    recv.num_sge = 1;
+    recv.wr_id = q;
+    recv.sge = {reinterpret_cast<std::uint64_t>(receive_buffer(s, q, rx.posted[q], verify)),
+                static_cast<std::uint32_t>(rx.size), s.lkey()};
+    if (rdma::post_recv(s.qp(q), {&recv, 1}) != 1) {
+        return Error(StatusCode::no_resources, "the receive queue is full");
+    }
+    ++rx.posted[q];
+    return {};
+}
+
+} // namespace
+
 // A timed run's end: once time is up each QP posts on only to its next signaled WR, so every WR
 // it posted is retired by a completion and its send queue is empty when the run ends (a later
 // size or --run_infinitely interval starts from a free queue; WRs left after the last signaled
@@ -372,8 +408,8 @@ bool all_retired(const std::vector<PerQp>& state, std::uint32_t moderation) {
 }
 
 Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
-                     const std::vector<KeyMessage>& peers, BandwidthSamples& out,
-                     VerifyRun verify) {
+                     const std::vector<KeyMessage>& peers, BandwidthSamples& out, VerifyRun verify,
+                     ReceiveSide* rx) {
     const unsigned qps = s.qp_count();
     const bool timed = o.duration_seconds != 0;
     const std::uint64_t per_qp = timed ? UINT64_MAX : o.iterations;
@@ -469,6 +505,12 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
             if (wcs[i].status != WcStatus::success) {
                 return failed(wcs[i]);
             }
+            if (rx != nullptr && is_receive(wcs[i])) {
+                if (Status st = take_receive(s, o, *rx, wcs[i], {}); !st.ok()) {
+                    return st;
+                }
+                continue;
+            }
             const auto q = static_cast<unsigned>(wcs[i].wr_id >> 48);
             PerQp& p = state[q];
             const std::uint64_t done = (wcs[i].wr_id & 0xffffffffffffULL) + 1;
@@ -493,7 +535,8 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
             return stalled("completions");
         }
         if (timed ? time_up && all_retired(state, moderation)
-                  : total_posted == out.iterations && total_completed == total_posted) {
+                  : total_posted == out.iterations && total_completed == total_posted &&
+                        (rx == nullptr || rx->complete())) {
             break;
         }
     }
@@ -504,23 +547,31 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
     return {};
 }
 
-Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, std::uint64_t size,
+bool ReceiveSide::complete() const {
+    return std::all_of(received.begin(), received.end(),
+                       [this](std::uint64_t n) { return n >= per_qp; });
+}
+
+std::uint64_t ReceiveSide::total() const {
+    return std::accumulate(received.begin(), received.end(), std::uint64_t{0});
+}
+
+Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, ReceiveSide& rx,
                                  BandwidthSamples& out, VerifyRun verify) {
-    const unsigned qps = s.qp_count();
-    out.iterations = o.iterations * qps;
-    out.posted.assign(1, 0);
-    out.completed.assign(out.iterations, 0);
-    std::vector<std::uint64_t> received(qps, 0);
-    std::vector<std::uint64_t> receives_posted(qps, o.rx_depth);
-    RecvWr recv;
-    recv.num_sge = 1;
+    const bool timed = o.duration_seconds != 0;
+    const std::uint64_t start = rx.total();
+    const std::uint64_t expected = timed ? 0 : rx.per_qp * rx.received.size() - start;
+    out.iterations = expected;
+    out.posted.assign(1, timed ? rte_rdtsc() : 0);
+    out.completed.assign(expected, 0);
+    const std::uint64_t end = timed ? out.posted[0] + rte_get_tsc_hz() * o.duration_seconds : 0;
     Watchdog watchdog;
-    std::uint64_t total = 0;
     WorkCompletion wcs[32];
-    while (total < out.iterations) {
+    for (std::uint64_t got_total = 0; timed ? rte_rdtsc() < end : got_total < expected;) {
         const std::uint16_t got = rdma::poll_cq(s.cq(), {wcs, 32});
         if (got == 0) {
-            if (watchdog.expired()) {
+            // A timed interval ends by the clock: a stopped client shows as an idle one.
+            if (!timed && watchdog.expired()) {
                 return stalled("the peer's SENDs");
             }
             continue;
@@ -531,27 +582,21 @@ Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, std::uint
             if (wcs[i].status != WcStatus::success) {
                 return failed(wcs[i]);
             }
-            const auto q = static_cast<unsigned>(wcs[i].wr_id);
-            if (total == 0) {
-                out.posted[0] = now; // the first arrival starts the clock
-            }
-            out.completed[total++] = now;
-            if (verify.verifier != nullptr) {
-                // Receives complete in the order they were posted: this is message received[q].
-                check_receive(*verify.verifier, s, o, verify, q, received[q], wcs[i].byte_len);
-            }
-            ++received[q];
-            if (receives_posted[q] < o.iterations) {
-                recv.wr_id = q;
-                recv.sge = {reinterpret_cast<std::uint64_t>(
-                                receive_buffer(s, q, receives_posted[q], verify)),
-                            static_cast<std::uint32_t>(size), s.lkey()};
-                if (rdma::post_recv(s.qp(q), {&recv, 1}) != 1) {
-                    return Error(StatusCode::no_resources, "the receive queue is full");
+            if (!timed) {
+                if (got_total == 0) {
+                    out.posted[0] = now; // the first arrival starts the clock
                 }
-                ++receives_posted[q];
+                out.completed[got_total] = now;
+            }
+            ++got_total;
+            if (Status st = take_receive(s, o, rx, wcs[i], verify); !st.ok()) {
+                return st;
             }
         }
+    }
+    if (timed) {
+        out.iterations = rx.total() - start;
+        out.duration_cycles = rte_rdtsc() - out.posted[0];
     }
     return {};
 }

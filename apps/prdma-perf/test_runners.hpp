@@ -45,14 +45,32 @@ Status run_read_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size
 Status run_atomic_latency(PerfSession& s, const PerfOptions& o, const KeyMessage& peer,
                           LatencySamples& out, VerifyRun verify = {});
 
+// send_bw's receiving half: what each QP has received, and how many receives it has posted (the
+// rx_depth posted before the run included). Each receive that completes is posted again until the
+// QP has posted `per_qp` (UINT64_MAX: for as long as the test runs), so rx_depth stay in flight.
+struct ReceiveSide {
+    ReceiveSide(unsigned qps, std::uint64_t message_size, std::uint64_t messages_per_qp,
+                std::uint32_t preposted)
+        : size(message_size), per_qp(messages_per_qp), received(qps, 0), posted(qps, preposted) {}
+    [[nodiscard]] bool complete() const;
+    [[nodiscard]] std::uint64_t total() const;
+
+    std::uint64_t size;
+    std::uint64_t per_qp;
+    std::vector<std::uint64_t> received;
+    std::vector<std::uint64_t> posted;
+};
+
 // write_bw / read_bw / atomic_bw / send_bw requester: tx_depth WRs in flight per QP, one signaled
 // per cq_moderation. Under --verify each WR has a local buffer of its own, filled before it is
-// posted (WRITE, SEND) or checked once it completed (READ, atomic).
+// posted (WRITE, SEND) or checked once it completed (READ, atomic). With `rx` (send_bw -b) this
+// side receives the peer's SENDs in the same loop, and an untimed run ends once they all arrived.
 Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
                      const std::vector<KeyMessage>& peers, BandwidthSamples& out,
-                     VerifyRun verify = {});
-// send_bw's receiver: keeps rx_depth receives posted until `iterations` messages per QP arrived.
-Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, std::uint64_t size,
+                     VerifyRun verify = {}, ReceiveSide* rx = nullptr);
+// send_bw's receiver: until `rx` is complete, timed from the first arrival; or, with -D
+// (--run_infinitely), for one interval of that length, counting what arrived in it.
+Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, ReceiveSide& rx,
                                  BandwidthSamples& out, VerifyRun verify = {});
 // send tests: fill each QP's receive queue before the peer may send; under --verify the buffers
 // are poisoned for the messages that will land in them.

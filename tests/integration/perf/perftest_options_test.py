@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """prdma-perf's perftest options between two real processes over net_memif: -H and -U sample
-lists, -b (both sides post, each prints the sum), -l (post lists), -N, --out_json and
---out_json_file (perftest's layout), --json (the same objects on stdout), --run_infinitely
-(a line per interval until the client is stopped), bundled short options and -V; and the
-core each side is placed on when the command line does not say."""
+lists, -b (both sides post, each prints the sum; send_bw too), -l (post lists), -N, --out_json
+and --out_json_file (perftest's layout), --json (the same objects on stdout), --run_infinitely
+(a line per interval until the client is stopped; send_bw's receiver prints its own), bundled
+short options and -V; and the core each side is placed on when the command line does not
+say."""
 import json
 import os
 import re
@@ -120,18 +121,20 @@ class PerftestOptions(unittest.TestCase):
         out_c, _, detail = self.run_ok('write_lat', ('-Fn50', '-s8'))
         self.assertEqual(rows(out_c, LAT_ROW)[0].group(1, 2), ('8', '50'), detail)
 
-    def test_run_infinitely_until_stopped(self):
+    def run_until_stopped(self, test, extra=()):
+        """--run_infinitely -D 1 on both sides; the client is stopped with SIGINT after three
+        lines. Returns (the client's lines, the server's output, detail)."""
         with tempfile.TemporaryDirectory(prefix='prdma-perf-') as tmp:
             sock = os.path.join(tmp, 'memif.sock')
             port = str(free_port())
-            args = ['--run_infinitely', '-D', '1', '-s', '4096', '-p', port]
-            server = subprocess.Popen([PERF, 'write_bw'] + eal('server', sock, '10.0.0.1', 0) +
+            args = ['--run_infinitely', '-D', '1', '-s', '4096', '-p', port, *extra]
+            server = subprocess.Popen([PERF, test] + eal('server', sock, '10.0.0.1', 0) +
                                       args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True)
             deadline = time.monotonic() + 20
             while not os.path.exists(sock) and time.monotonic() < deadline:
                 time.sleep(0.01)
-            client = subprocess.Popen([PERF, 'write_bw'] + eal('client', sock, '10.0.0.2', 1) +
+            client = subprocess.Popen([PERF, test] + eal('client', sock, '10.0.0.2', 1) +
                                       args + ['127.0.0.1'], stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True)
             lines = []
@@ -157,6 +160,27 @@ class PerftestOptions(unittest.TestCase):
             self.assertGreater(float(m.group(4)), 0)
         self.assertEqual(server.returncode, 0, detail)
         self.assertIn('The client stopped', s_out)
+        return lines, s_out, detail
+
+    def test_run_infinitely_until_stopped(self):
+        self.run_until_stopped('write_bw')
+
+    def test_run_infinitely_send_bw(self):
+        # The receiver measures its own side: a line per interval of what arrived in it.
+        _, s_out, detail = self.run_until_stopped('send_bw')
+        received = rows(s_out, BW_ROW)
+        self.assertGreaterEqual(len(received), 2, detail)
+        self.assertTrue(all(float(m.group(4)) > 0 for m in received[:2]), detail)
+
+    def test_bidirectional_send_bw_sums_both_sides(self):
+        out_c, out_s, detail = self.run_ok('send_bw', ('-b', '-n', '3000', '--sizes', '64,4096'))
+        self.assertIn('Send Bidirectional BW Test', out_c)
+        client, server = rows(out_c, BW_ROW), rows(out_s, BW_ROW)
+        self.assertEqual((len(client), len(server)), (2, 2), detail)
+        for c, s in zip(client, server):
+            self.assertEqual(c.group(2), '3000', detail)
+            self.assertEqual(c.group(4), s.group(4), detail)  # each prints the sum of both
+            self.assertGreater(float(c.group(4)), 0, detail)
 
     def test_version_names_both(self):
         out = subprocess.run([PERF, 'write_bw', '-V'], capture_output=True, text=True, timeout=30)

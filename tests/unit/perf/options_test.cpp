@@ -107,7 +107,7 @@ TEST(PerfOptions, ReportingModesFollowPerftestsRules) {
     EXPECT_FALSE(parse(write_lat, {"-U", "-D", "2"}).ok());
     EXPECT_FALSE(parse(write_lat, {"-N"}).ok());
     EXPECT_FALSE(parse(write_lat, {"-b"}).ok());
-    EXPECT_FALSE(parse(TestId{Verb::send, Kind::bandwidth}, {"-b"}).ok());
+    EXPECT_TRUE(parse(TestId{Verb::send, Kind::bandwidth}, {"-b"})->bidirectional);
     EXPECT_FALSE(parse(write_bw, {"-b", "--verify"}).ok());
     auto timed = parse(write_bw, {"-D", "2"});
     ASSERT_TRUE(timed.ok());
@@ -117,7 +117,7 @@ TEST(PerfOptions, ReportingModesFollowPerftestsRules) {
     EXPECT_EQ(forever->duration_seconds, 5U);
     EXPECT_TRUE(forever->no_peak);
     EXPECT_FALSE(parse(write_bw, {"--run_infinitely", "-n", "100"}).ok());
-    EXPECT_FALSE(parse(TestId{Verb::send, Kind::bandwidth}, {"--run_infinitely"}).ok());
+    EXPECT_TRUE(parse(TestId{Verb::send, Kind::bandwidth}, {"--run_infinitely"}).ok());
     auto json = parse(write_bw, {"--out_json", "--out_json_file", "/tmp/x.json"});
     ASSERT_TRUE(json.ok());
     EXPECT_TRUE(json->out_json);
