@@ -13,6 +13,25 @@ using detail::QpObject;
 
 // ---- QueuePair ----------------------------------------------------------------------------------
 
+namespace {
+
+// The device of a QP that exists, is created and whose device is still there.
+Result<driver::Device*> device_of(const QpObject* qp) {
+    if (qp == nullptr) {
+        return Error(StatusCode::invalid_parameter, "the QP is not created");
+    }
+    driver::Device* dev = detail::live_device(*qp->context);
+    if (dev == nullptr) {
+        return detail::device_removed_error(qp->context->device);
+    }
+    if (qp->creating || qp->driver == nullptr) {
+        return detail::not_ready("QP", qp->creating);
+    }
+    return dev;
+}
+
+} // namespace
+
 QueuePair::QueuePair(QpObject* qp) : QpQueue(qp->context->device, qp->driver), qp_(qp) {}
 QueuePair::QueuePair(QueuePair&& other) noexcept
     : QpQueue(other.device_, std::exchange(other.driver_, nullptr)),
@@ -61,16 +80,11 @@ const QpCaps& QueuePair::caps() const {
 }
 
 Result<QpStatus> QueuePair::query_status() const {
-    if (qp_ == nullptr) {
-        return Error(StatusCode::invalid_parameter, "the QP is not created");
+    Result<driver::Device*> usable = device_of(qp_);
+    if (!usable) {
+        return usable.error();
     }
-    driver::Device* dev = detail::live_device(*qp_->context);
-    if (dev == nullptr) {
-        return detail::device_removed_error(qp_->context->device);
-    }
-    if (qp_->creating || qp_->driver == nullptr) {
-        return detail::not_ready("QP", qp_->creating);
-    }
+    driver::Device* dev = usable.value();
     if (dev->config.ops->qp_telemetry == nullptr) {
         return Error(StatusCode::not_supported,
                      strformat("%s does not report QP status", dev->config.name.c_str()));
@@ -88,16 +102,11 @@ Result<QpStatus> QueuePair::query_status() const {
 }
 
 Status QueuePair::modify(const QpAttr& attr, QpAttrMask mask, std::uint64_t request_id) {
-    if (qp_ == nullptr) {
-        return Error(StatusCode::invalid_parameter, "the QP is not created");
+    Result<driver::Device*> usable = device_of(qp_);
+    if (!usable) {
+        return usable.error();
     }
-    driver::Device* dev = detail::live_device(*qp_->context);
-    if (dev == nullptr) {
-        return detail::device_removed_error(qp_->context->device);
-    }
-    if (qp_->creating || qp_->driver == nullptr) {
-        return detail::not_ready("QP", qp_->creating);
-    }
+    driver::Device* dev = usable.value();
     if (qp_->pending_modify || qp_->destroying) {
         return Error(
             StatusCode::busy,
