@@ -10,123 +10,39 @@
 //       --vdev=rdma_swroce0,port=net_memif0,ip=10.0.0.1
 //   rc_pingpong -l 1 --vdev=net_memif0,role=client,socket=/tmp/pp.sock,socket-abstract=no
 //       --vdev=rdma_swroce0,port=net_memif0,ip=10.0.0.2 -- 127.0.0.1
-#include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <getopt.h>
-#include <netdb.h>
 #include <string>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <vector>
 
 #include <prdma/eal.hpp>
 #include <prdma/mem/dma_memory.hpp>
 #include <prdma/rdmadev/fastpath.hpp>
 #include <prdma/rdmadev/rdmadev.hpp>
 
+#include "example_common.hpp"
+
 using namespace prdma;
+using namespace example;
 
 namespace {
 
-struct Options {
-    std::string port = "18515"; // ibv_rc_pingpong's default
-    std::uint32_t size = 4096;
-    unsigned iters = 1000;
-    std::string server; // empty: this side is the server
-};
-
-[[noreturn]] void fail(const std::string& message) {
-    std::fprintf(stderr, "rc_pingpong: %s\n", message.c_str());
-    std::exit(1);
-}
-
-template <typename T>
-T must(Result<T> result, const char* what) {
-    if (!result) {
-        fail(std::string(what) + ": " + result.error().to_string());
-    }
-    return std::move(result.value());
-}
-
-void check(const Status& status, const char* what) {
-    if (!status.ok()) {
-        fail(std::string(what) + ": " + status.error().to_string());
-    }
-}
-
-Options parse(int argc, char** argv) {
-    Options o;
-    optind = 1;
-    int c = 0;
-    while ((c = getopt(argc, argv, "p:s:n:h")) != -1) {
-        switch (c) {
-        case 'p':
-            o.port = optarg;
-            break;
-        case 's':
-            o.size = static_cast<std::uint32_t>(std::strtoul(optarg, nullptr, 0));
-            break;
-        case 'n':
-            o.iters = static_cast<unsigned>(std::strtoul(optarg, nullptr, 0));
-            break;
-        default:
-            std::fprintf(stderr, "usage: rc_pingpong [EAL options] -- [-p port] [-s size] "
-                                 "[-n iters] [server-host]\n");
-            std::exit(c == 'h' ? 0 : 2);
-        }
-    }
-    if (o.size == 0 || o.iters == 0) {
-        fail("-s and -n need a positive number");
-    }
-    if (optind < argc) {
-        o.server = argv[optind];
-    }
-    return o;
-}
-
-// The out-of-band channel: the client connects to the server's TCP port.
-int tcp_connect(const Options& o) {
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = o.server.empty() ? AI_PASSIVE : 0;
-    addrinfo* list = nullptr;
-    if (int rc = getaddrinfo(o.server.empty() ? nullptr : o.server.c_str(), o.port.c_str(), &hints,
-                             &list);
-        rc != 0) {
-        fail(std::string("getaddrinfo: ") + gai_strerror(rc));
-    }
-    int fd = socket(list->ai_family, SOCK_STREAM, 0);
-    if (o.server.empty()) {
-        const int on = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-        if (bind(fd, list->ai_addr, list->ai_addrlen) != 0 || listen(fd, 1) != 0) {
-            fail("cannot listen on port " + o.port + ": " + std::strerror(errno));
-        }
-        const int peer = accept(fd, nullptr, nullptr);
-        close(fd);
-        fd = peer;
-    } else {
-        // The server may still be starting its EAL: try for ten seconds.
-        int tries = 0;
-        while (connect(fd, list->ai_addr, list->ai_addrlen) != 0) {
-            if (++tries == 100) {
-                fail("cannot reach " + o.server + ":" + o.port + ": " + std::strerror(errno));
-            }
-            usleep(100'000);
-        }
-    }
-    freeaddrinfo(list);
-    return fd;
-}
+constexpr const char* usage_text =
+    "Usage: rc_pingpong [EAL options] -- [-p port] [-s size] [-n iters] [server-host]\n"
+    "Bounces a SEND between two processes over an RC queue pair: the client (given the\n"
+    "server's host) sends, the server sends back; both print the round trips.\n"
+    "\n"
+    "Options (after --; both sides give the same -s and -n):\n"
+    "  -p, --port=<port>    TCP port of the descriptor exchange (default 18515)\n"
+    "  -s, --size=<bytes>   message size (default 4096, up to 1 GiB)\n"
+    "  -n, --iters=<n>      round trips (default 1000)\n"
+    "  -h, --help           this text (also without --)\n";
 
 void exchange(int fd, const void* mine, void* theirs, std::size_t length) {
-    if (write(fd, mine, length) != static_cast<ssize_t>(length)) {
-        fail("sending the descriptor failed");
-    }
+    send_all(fd, mine, length);
     std::size_t got = 0;
     while (got < length) {
         const ssize_t n = read(fd, static_cast<char*>(theirs) + got, length - got);
@@ -192,11 +108,9 @@ void finish(int fd, rdma::CompletionQueue& cq) {
 } // namespace
 
 int main(int argc, char** argv) {
+    const Options o = parse(argc, argv, {}, usage_text);
     int consumed = 0;
     Eal eal = must(Eal::start_from_argv(argc, argv, &consumed), "EAL");
-    std::vector<char*> rest{argv[0]};
-    rest.insert(rest.end(), argv + consumed, argv + argc);
-    const Options o = parse(static_cast<int>(rest.size()), rest.data());
 
     rdma::Context context = must(rdma::Context::open(0), "open the first rdma device");
     rdma::ProtectionDomain pd = must(context.alloc_pd(), "PD");
@@ -212,7 +126,7 @@ int main(int argc, char** argv) {
     std::uint8_t theirs[sizeof(rdma::ConnectionDescriptor)];
     std::uint32_t length = sizeof(mine);
     check(qp.export_connection(nullptr, mine, &length), "export");
-    const int fd = tcp_connect(o);
+    const int fd = tcp_connect(o.server, o.port);
     exchange(fd, mine, theirs, length);
     check(qp.connect(must(rdma::import_connection(theirs, length), "import")), "connect");
 

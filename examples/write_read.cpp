@@ -17,12 +17,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <getopt.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string>
-#include <string_view>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <vector>
@@ -32,18 +29,14 @@
 #include <prdma/rdmadev/fastpath.hpp>
 #include <prdma/rdmadev/rdmadev.hpp>
 
+#include "example_common.hpp"
+
 using namespace prdma;
+using namespace example;
 
 namespace {
 
 constexpr std::uint32_t page_size = 4096; // the page list's granularity (page_shift 12)
-
-struct Options {
-    std::string port = "18515";
-    std::uint32_t size = 4096;
-    unsigned iters = 3;
-    std::string server; // empty: this side is the server
-};
 
 constexpr const char* usage_text =
     "Usage: write_read [EAL options] -- [-p port] [-s size] [-n iters] [server-host]\n"
@@ -56,136 +49,6 @@ constexpr const char* usage_text =
     "  -s, --size=<bytes>   bytes registered, written and read (default 4096, up to 1 GiB)\n"
     "  -n, --iters=<n>      registrations, each under a new key variant (default 3)\n"
     "  -h, --help           this text (also without --)\n";
-
-[[noreturn]] void fail(const std::string& message) {
-    std::fprintf(stderr, "write_read: %s\n", message.c_str());
-    std::exit(1);
-}
-
-[[noreturn]] void usage_error(const std::string& message) {
-    std::fprintf(stderr, "write_read: %s (try --help)\n", message.c_str());
-    std::exit(2);
-}
-
-template <typename T>
-T must(Result<T> result, const char* what) {
-    if (!result) {
-        fail(std::string(what) + ": " + result.error().to_string());
-    }
-    return std::move(result.value());
-}
-
-void check(const Status& status, const char* what) {
-    if (!status.ok()) {
-        fail(std::string(what) + ": " + status.error().to_string());
-    }
-}
-
-unsigned long number(const char* text, unsigned long max, const char* what) {
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long value = std::strtoul(text, &end, 0);
-    if (*text == '\0' || *text == '-' || *end != '\0' || errno != 0 || value == 0 || value > max) {
-        usage_error(std::string(what) + " needs a number 1.." + std::to_string(max) + ", not '" +
-                    text + "'");
-    }
-    return value;
-}
-
-// Parsed before the EAL starts, so a mistake costs no hugepages and no device.
-Options parse(int argc, char** argv) {
-    for (int i = 1; i < argc; ++i) {
-        if (std::string_view(argv[i]) == "-h" || std::string_view(argv[i]) == "--help") {
-            std::fputs(usage_text, stdout);
-            std::exit(0);
-        }
-    }
-    // Ours follow `--`, which getopt then takes for the program name.
-    int separator = 1;
-    while (separator < argc && std::string_view(argv[separator]) != "--") {
-        ++separator;
-    }
-    Options o;
-    if (separator == argc) {
-        return o;
-    }
-    const int count = argc - separator;
-    char** args = argv + separator;
-    static const option long_options[] = {{"port", required_argument, nullptr, 'p'},
-                                          {"size", required_argument, nullptr, 's'},
-                                          {"iters", required_argument, nullptr, 'n'},
-                                          {nullptr, 0, nullptr, 0}};
-    optind = 1;
-    opterr = 0;
-    int c = 0;
-    while ((c = getopt_long(count, args, ":p:s:n:", long_options, nullptr)) != -1) {
-        switch (c) {
-        case 'p':
-            o.port = std::to_string(number(optarg, 65535, "-p"));
-            break;
-        case 's':
-            o.size = static_cast<std::uint32_t>(number(optarg, 1UL << 30, "-s"));
-            break;
-        case 'n':
-            o.iters = static_cast<unsigned>(number(optarg, 1'000'000, "-n"));
-            break;
-        case ':':
-            usage_error(std::string("option '") + args[optind - 1] + "' needs a value");
-        default:
-            usage_error(optopt != 0
-                            ? std::string("unknown option '-") + static_cast<char>(optopt) + "'"
-                            : std::string("unknown option '") + args[optind - 1] + "'");
-        }
-    }
-    if (optind < count) {
-        o.server = args[optind++];
-    }
-    if (optind < count) {
-        usage_error(std::string("unexpected argument '") + args[optind] + "'");
-    }
-    return o;
-}
-
-// The out-of-band channel, as rc_pingpong's: the client connects to the server's TCP port.
-int tcp_connect(const Options& o) {
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = o.server.empty() ? AI_PASSIVE : 0;
-    addrinfo* list = nullptr;
-    if (int rc = getaddrinfo(o.server.empty() ? nullptr : o.server.c_str(), o.port.c_str(), &hints,
-                             &list);
-        rc != 0) {
-        fail(std::string("getaddrinfo: ") + gai_strerror(rc));
-    }
-    int fd = socket(list->ai_family, SOCK_STREAM, 0);
-    if (o.server.empty()) {
-        const int on = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-        if (bind(fd, list->ai_addr, list->ai_addrlen) != 0 || listen(fd, 1) != 0) {
-            fail("cannot listen on port " + o.port + ": " + std::strerror(errno));
-        }
-        const int peer = accept(fd, nullptr, nullptr);
-        close(fd);
-        fd = peer;
-    } else {
-        // The server may still be starting its EAL: try for ten seconds.
-        int tries = 0;
-        while (connect(fd, list->ai_addr, list->ai_addrlen) != 0) {
-            if (++tries == 100) {
-                fail("cannot reach " + o.server + ":" + o.port + ": " + std::strerror(errno));
-            }
-            usleep(100'000);
-        }
-    }
-    freeaddrinfo(list);
-    return fd;
-}
-
-void send_all(int fd, const void* data, std::size_t length) {
-    if (write(fd, data, length) != static_cast<ssize_t>(length)) {
-        fail("the peer closed the connection");
-    }
-}
 
 // Receives `length` bytes while polling the CQ: this side's device serves the peer's WRITEs and
 // READs (and ACKs) only while this process drives it.
@@ -381,7 +244,9 @@ void finish(int fd, rdma::CompletionQueue& cq) {
 } // namespace
 
 int main(int argc, char** argv) {
-    const Options o = parse(argc, argv);
+    Options defaults;
+    defaults.iters = 3;
+    const Options o = parse(argc, argv, defaults, usage_text);
     int consumed = 0;
     Eal eal = must(Eal::start_from_argv(argc, argv, &consumed), "EAL");
 
@@ -395,7 +260,7 @@ int main(int argc, char** argv) {
     std::uint8_t theirs[sizeof(rdma::ConnectionDescriptor)];
     std::uint32_t length = sizeof(mine);
     check(qp.export_connection(nullptr, mine, &length), "export");
-    const int fd = tcp_connect(o);
+    const int fd = tcp_connect(o.server, o.port);
     // The messages are small and often back to back (an "invalidated" and the next key): Nagle
     // would hold the second for the peer's delayed ACK, 40 ms a round.
     const int on = 1;

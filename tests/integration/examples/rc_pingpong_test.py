@@ -62,10 +62,19 @@ class RcPingpongTest(unittest.TestCase):
 
     def test_mistakes_end_with_a_message(self):
         with tempfile.TemporaryDirectory(prefix='prdma-pp-') as tmp:
-            out = subprocess.run([PINGPONG] + eal('server', f'{tmp}/a.sock', '10.0.0.1', 0) +
-                                 ['-s', '0'], capture_output=True, text=True, timeout=60)
-            self.assertNotEqual(out.returncode, 0)
-            self.assertIn('-s and -n need a positive number', out.stderr)
+            for args, message in ((['-s', '0'], "-s needs a number 1..1073741824, not '0'"),
+                                  (['-n', '12x'], "-n needs a number 1..1000000000, not '12x'"),
+                                  (['-p', '70000'], "-p needs a number 1..65535, not '70000'"),
+                                  (['--bogus'], "unknown option '--bogus'"),
+                                  (['a', 'b'], "unexpected argument 'b'")):
+                out = subprocess.run([PINGPONG] + eal('server', f'{tmp}/a.sock', '10.0.0.1', 0) +
+                                     args, capture_output=True, text=True, timeout=60)
+                self.assertEqual(out.returncode, 2, out.stderr)
+                self.assertIn(f'rc_pingpong: {message} (try --help)', out.stderr)
+            for argv in (['--help'], ['-l', '0', '--', '-h']):
+                out = subprocess.run([PINGPONG] + argv, capture_output=True, text=True, timeout=60)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                self.assertIn('Usage: rc_pingpong [EAL options] --', out.stdout)
             # A client whose server never comes: its memif port never links, and it says so.
             start = time.monotonic()
             out = subprocess.run([PINGPONG] + eal('client', f'{tmp}/b.sock', '10.0.0.2', 1) +
