@@ -56,6 +56,16 @@ std::string describe_ethdevs() {
     return text;
 }
 
+// The largest MTU the ethdev layer accepts at configure: max_mtu, and no frame longer than
+// max_rx_pktlen (DPDK 22.11's af_packet reports 1518 bytes beside a far larger max_mtu, and
+// configure refuses anything above 1500 with a bare EINVAL). The overhead is ethdev's own rule.
+unsigned max_ethernet_mtu(const rte_eth_dev_info& info) {
+    const unsigned overhead = info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu
+                                  ? info.max_rx_pktlen - info.max_mtu
+                                  : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+    return std::min<unsigned>(info.max_mtu, info.max_rx_pktlen - overhead);
+}
+
 Error dpdk_error(const char* call, const std::string& port, int ret) {
     return {StatusCode::internal, strformat("%s on ethdev %s failed: %s", call, port.c_str(),
                                             rte_strerror(ret < 0 ? -ret : ret))};
@@ -247,19 +257,21 @@ Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue
         current_mtu = RTE_ETHER_MTU;
     }
     unsigned wanted_mtu = current_mtu;
+    const unsigned max_mtu = max_ethernet_mtu(info);
     if (ib_mtu) {
         const unsigned needed = ethernet_mtu_for(*ib_mtu);
-        if (needed > info.max_mtu) {
+        if (needed > max_mtu) {
             return Error{StatusCode::not_supported,
-                         strformat("swroce: ethdev %s carries an Ethernet MTU of at most %u; IB "
-                                   "MTU %u needs %u (%u + %u bytes of IPv6/UDP/BTH/RETH/ImmDt/"
+                         strformat("swroce: ethdev %s (%s) carries an Ethernet MTU of at most %u; "
+                                   "IB MTU %u needs %u (%u + %u bytes of IPv6/UDP/BTH/RETH/ImmDt/"
                                    "ICRC headers). Use a smaller mtu= devarg",
-                                   name.c_str(), unsigned{info.max_mtu}, *ib_mtu, needed, *ib_mtu,
-                                   roce_l3_overhead)};
+                                   name.c_str(), info.driver_name, max_mtu, *ib_mtu, needed,
+                                   *ib_mtu, roce_l3_overhead)};
         }
         wanted_mtu = std::max(wanted_mtu, needed);
     }
-    wanted_mtu = std::clamp<unsigned>(wanted_mtu, info.min_mtu, info.max_mtu);
+    wanted_mtu =
+        std::clamp<unsigned>(wanted_mtu, info.min_mtu, std::max<unsigned>(max_mtu, info.min_mtu));
 
     rte_eth_conf conf{};
     conf.rxmode.mtu = wanted_mtu;
