@@ -78,13 +78,15 @@ class EngineTest(PairTest):
         self.assertEqual(echo['Errors'], 0, echo)
 
     def test_echo_tx_first_both_sides(self):
-        first = f'{CONNECT}set fwd echo\nsync\nstart tx_first\nsleep 1\nstop\nsync\nquit'
-        other = receiver('echo')
+        # Both sides stop (each draining its echoes) before either quits, as in test_send_to_echo.
+        first = f'{CONNECT}set fwd echo\nsync\nstart tx_first\nsleep 1\nstop\nsync\nsync\nquit'
+        other = f'{CONNECT}set fwd echo\nstart\nsync\nsync\nstop\nsync\nquit'
         out_s, out_c = self.run_pair(first, other)
         a, b = last_total(out_s), last_total(out_c)
         self.assertGreater(a['RX-ops'], 0, a)
         self.assertGreater(b['Echoed'], 0, b)
         self.assertEqual(a['RX-verify-errors'] + b['RX-verify-errors'], 0, (a, b))
+        self.assertEqual((a['Errors'], b['Errors']), (0, 0), (a, b))
 
     def test_mixed(self):
         mix = 'set mix write,read,send,atomic\n'
