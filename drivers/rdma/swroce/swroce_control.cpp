@@ -15,6 +15,7 @@
 #include <prdma/roce/psn.hpp>
 
 #include "engine.hpp"
+#include "group_hold.hpp"
 #include "swroce_log.hpp"
 
 namespace prdma::swroce {
@@ -106,7 +107,8 @@ Status create_cq(Device& device, const rdma::driver::CqInit& init, const Control
     cq->device = &dev;
     cq->queue_group = init.queue_group;
     cq->ring = WorkRing<rdma::WorkCompletion>(init.cqe);
-    if (!dev.may_drive(init.queue_group)) {
+    const GroupHold hold(dev, init.queue_group);
+    if (!hold) {
         // The CQ is written and polled by the group's owner only. Nothing of the group points at
         // it yet, so this hop publishes nothing: it is the rule (no control thread creates or
         // frees an object of a group another thread polls) kept without exceptions, so the
@@ -139,7 +141,8 @@ Status destroy_cq(Device& device, void* queue, const ControlToken& token) {
                      [cq](const auto& owned) { return owned.get() == cq; })) {
         return Error(StatusCode::invalid_parameter, "not a CQ of this device");
     }
-    if (!dev.may_drive(cq->queue_group)) {
+    const GroupHold hold(dev, cq->queue_group);
+    if (!hold) {
         // No QP uses it (the class checked), but the owner may have pushed to it last (a QP
         // destroyed on the owner flushes into it): it is freed only after coming back.
         if (!token.may_pend) {
@@ -178,7 +181,8 @@ Status create_qp(Device& device, const rdma::driver::QpInit& init, const Control
                      strformat("all %u QPs of queue group %u of %s are in use", dev.qps_per_group,
                                group, dev.name.c_str()));
     }
-    const bool owned_by_other = !dev.may_drive(group);
+    const GroupHold hold(dev, group); // kept until the QP is in its slot
+    const bool owned_by_other = !hold;
     if (owned_by_other && !token.may_pend) {
         return owned_elsewhere(group, "add the QP to its table");
     }
@@ -275,7 +279,7 @@ void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, rdma::QpAttrMask mask)
 // (pending; the owner's completion carries `token`).
 Status apply_or_send_modify(SwroceDevice& dev, SwroceQp& qp, const rdma::QpAttr& attr,
                             rdma::QpAttrMask mask, const ControlToken& token) {
-    if (dev.may_drive(qp.queue_group)) {
+    if (const GroupHold hold(dev, qp.queue_group); hold) {
         apply_modify(qp, attr, mask);
         return {};
     }
@@ -295,7 +299,8 @@ Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, rdma::Qp
     auto& qp = *static_cast<SwroceQp*>(queue);
     const bool to_rtr = mask.has(rdma::qp_attr_state) && attr.state == rdma::QpState::rtr;
     if (to_rtr && !attr.dest_mac) {
-        if (!dev.may_drive(0)) {
+        const GroupHold arp_group(dev, 0); // the resolver and its frames are group 0's
+        if (!arp_group) {
             // ARP belongs to queue group 0, which another thread polls now.
             return Error(StatusCode::not_supported,
                          "queue group 0 is polled by another thread: give dest_mac at RTR");
@@ -351,7 +356,8 @@ Status destroy_qp(Device& device, void* queue, const ControlToken& token) {
         rdma::driver::complete_control(device, rtr.token, StatusCode::not_connected,
                                        "the QP was destroyed before its peer's MAC was resolved");
     }
-    if (!dev.may_drive(qp->queue_group)) {
+    const GroupHold hold(dev, qp->queue_group);
+    if (!hold) {
         // Its owner flushes it and takes it out of the table; it is freed when it comes back.
         auto request = make_request(GroupWork::destroy_qp, qp->queue_group, token);
         request->qp = qp;
@@ -551,11 +557,11 @@ void control_progress(Device& device) {
     // Groups no thread has claimed (or that this thread polls) are driven from here: ARP replies,
     // ACKs and READ responses go on before the application's first poll.
     for (unsigned group = 0; group < dev.port.queue_groups(); ++group) {
-        if (dev.may_drive(group)) {
+        if (const GroupHold hold(dev, group); hold) {
             progress_group(dev, group);
         }
     }
-    if (dev.arp && dev.may_drive(0)) {
+    if (const GroupHold arp_group(dev, 0); dev.arp && arp_group) {
         poll_arp(dev, rte_get_tsc_cycles());
     }
     // Destroys wait until their queued work is flushed to the CQs; the flush happens here, on the
@@ -564,7 +570,8 @@ void control_progress(Device& device) {
     std::vector<PendingDestroy> destroys;
     destroys.swap(dev.pending_destroy);
     for (PendingDestroy& pending : destroys) {
-        if (!dev.may_drive(pending.qp->queue_group)) {
+        const GroupHold hold(dev, pending.qp->queue_group);
+        if (!hold) {
             auto request =
                 make_request(GroupWork::destroy_qp, pending.qp->queue_group, pending.token);
             request->qp = pending.qp;

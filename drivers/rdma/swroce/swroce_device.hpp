@@ -99,16 +99,19 @@ struct QueueGroupState {
     // One past the highest slot of this group's QP range ever published: what progress scans.
     // Written by whoever drives the group, like the slots themselves.
     std::uint32_t qp_slot_end = 0;
-    // The thread that polls this group (0 until one does); the control path drives only groups
-    // nobody claimed, or that its own thread claimed.
+    // The thread that polls this group (0 until one does), or a control thread acting on it with
+    // control_hold_bit set (GroupHold); the control path drives only groups nobody claimed, or
+    // that its own thread claimed.
     std::atomic<std::uintptr_t> owner{0};
 };
 
-// A per-thread token, so ownership needs no system call to identify the caller.
+// A per-thread token, so ownership needs no system call to identify the caller. Aligned, so its
+// low bit is free to mark a control-path hold.
 inline std::uintptr_t this_thread_token() noexcept {
-    static thread_local const char token = 0;
+    alignas(8) static thread_local const char token = 0;
     return reinterpret_cast<std::uintptr_t>(&token);
 }
+inline constexpr std::uintptr_t control_hold_bit = 1;
 
 inline constexpr std::uint32_t first_qpn = 0x11; // QPN 0 and 1 are IB's special QPs
 
@@ -157,10 +160,12 @@ struct SwroceDevice {
     [[nodiscard]] SwroceCounters& counters_of(const SwroceQp& qp) noexcept {
         return groups[qp.queue_group]->counters;
     }
-    // Whether the calling thread may run group `group`'s data path.
+    // Whether no other thread polls group `group` or holds it. A decision only: acting on the
+    // group takes a GroupHold, so a thread's first poll cannot claim it midway.
     [[nodiscard]] bool may_drive(unsigned group) const noexcept {
         const std::uintptr_t owner = groups[group]->owner.load(std::memory_order_relaxed);
-        return owner == 0 || owner == this_thread_token();
+        const std::uintptr_t me = this_thread_token();
+        return owner == 0 || owner == me || owner == (me | control_hold_bit);
     }
 
     [[nodiscard]] SwroceQp* qp_by_number(std::uint32_t qpn) noexcept {

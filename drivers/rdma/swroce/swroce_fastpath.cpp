@@ -182,10 +182,16 @@ StatusCode swroce_post_error(const void* queue) {
 
 std::uint16_t swroce_poll_cq(void* queue, rdma::WorkCompletion* wcs, std::uint16_t count) {
     auto& cq = *static_cast<SwroceCq*>(queue);
-    // The first thread to poll a group owns it; the control path stops driving it then.
+    // The first thread to poll a group owns it; the control path stops driving it then. While a
+    // control thread acts on the unpolled group (GroupHold) this poll returns nothing, and a
+    // later one claims the group.
     std::atomic<std::uintptr_t>& owner = cq.device->groups[cq.queue_group]->owner;
-    if (PRDMA_UNLIKELY(owner.load(std::memory_order_relaxed) == 0)) {
-        owner.store(this_thread_token(), std::memory_order_relaxed);
+    std::uintptr_t current = owner.load(std::memory_order_relaxed);
+    if (PRDMA_UNLIKELY(current == 0 || (current & control_hold_bit) != 0)) {
+        if (current != 0 || !owner.compare_exchange_strong(current, this_thread_token(),
+                                                           std::memory_order_acquire)) {
+            return 0;
+        }
     }
     progress_group(*cq.device, cq.queue_group);
     std::uint16_t n = 0;
