@@ -124,8 +124,13 @@ kill "${pids[1]}" 2>/dev/null
 wait "${pids[1]}" 2>/dev/null
 pids=()
 
-# A perftest result row: "#bytes #iterations" then numbers.
+# A perftest result row: "#bytes #iterations" then numbers. perftest in the guest turns cycles
+# into microseconds with a CPU clock it samples itself, and under TCG that sampling now and then
+# fails (it returns 0 MHz): its latency row is then all "inf" although every iteration ran. Such a
+# row from rxe's side still proves the exchange worked and is accepted, and said; prdma's side
+# must print numbers.
 row() { grep -E '^ *[0-9]+ +[0-9]+ +[0-9]+\.[0-9]+ +[0-9.]+' "$1" 2>/dev/null | tail -1; }
+rxe_row() { grep -E '^ *[0-9]+ +[0-9]+ +([0-9]+\.[0-9]+|inf) +([0-9.]+|inf)' "$1" 2>/dev/null | tail -1; }
 fail=0
 n=0
 say "results (bytes, iterations, then t_min t_max t_typical t_avg ... us, or BW peak/avg MB/s):"
@@ -144,14 +149,21 @@ for c in "${cases[@]}"; do
     fi
     crc=$(cat "$out/$client-$dir-$n.rc" 2>/dev/null || echo none)
     src=$(cat "$out/$server-$dir-$n.rc" 2>/dev/null || echo none)
-    crow=$(row "$out/$client-$dir-$n.out")
-    srow=$(row "$out/$server-$dir-$n.out")
+    if [ $client = host ]; then
+      crow=$(row "$out/$client-$dir-$n.out")
+      srow=$(rxe_row "$out/$server-$dir-$n.out")
+    else
+      crow=$(rxe_row "$out/$client-$dir-$n.out")
+      srow=$(row "$out/$server-$dir-$n.out")
+    fi
+    note=
+    case "$crow $srow" in *inf*) note=" (rxe's perftest printed inf: its CPU clock sampling failed under TCG)" ;; esac
     ok=1
     [ "$crc" = 0 ] && [ "$src" = 0 ] && [ -n "$crow" ] || ok=0
     # write_lat and send_lat print the row on both sides (read_lat's server prints none).
     case $test in write_lat|send_lat) [ -n "$srow" ] || ok=0 ;; esac
     if [ $ok = 1 ]; then
-      say "PASS $c: $what: client:${crow}"
+      say "PASS $c: $what: client:${crow}${note}"
     else
       fail=1
       say "FAIL $c: $what: client exit $crc, server exit $src"
