@@ -69,8 +69,9 @@ class WriteReadTest(unittest.TestCase):
                     tempfile.TemporaryDirectory(prefix='prdma-wr-') as tmp:
                 options = ['-s', str(size), '-n', str(iters)]
                 client, s_rc, s_out = run_pair(tmp, options, options)
-                self.assertEqual(client.returncode, 0, client.stdout + client.stderr)
-                self.assertEqual(s_rc, 0, s_out)
+                both = f'client:\n{client.stdout}{client.stderr}\nserver:\n{s_out}'
+                self.assertEqual(client.returncode, 0, both)
+                self.assertEqual(s_rc, 0, both)
                 registered = REGISTERED.findall(s_out)
                 self.assertEqual([int(r[0]) for r in registered], list(range(1, iters + 1)), s_out)
                 pages = (size + 4095) // 4096
