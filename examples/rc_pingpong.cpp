@@ -113,6 +113,8 @@ int main(int argc, char** argv) {
     Eal eal = must(Eal::start_from_argv(argc, argv, &consumed), "EAL");
 
     rdma::Context context = must(rdma::Context::open(0), "open the first rdma device");
+    // Traffic starts once the link is up: posted before, it would be retried into a dead link.
+    wait_port_active(context, std::chrono::seconds(20));
     rdma::ProtectionDomain pd = must(context.alloc_pd(), "PD");
     rdma::CompletionQueue cq = must(context.create_cq(16), "CQ");
     rdma::QueuePair qp = must(context.create_qp({.pd = &pd, .send_cq = &cq, .recv_cq = &cq}), "QP");

@@ -11,6 +11,8 @@ import tempfile
 import time
 import unittest
 
+import late_switch
+
 PINGPONG = os.environ.get('PRDMA_RC_PINGPONG', '')
 REPORT = re.compile(r'^(\d+) iters in [\d.]+ seconds = [\d.]+ usec/iter$', re.M)
 
@@ -59,6 +61,19 @@ class RcPingpongTest(unittest.TestCase):
                 for out in (client.stdout, s_out):
                     self.assertEqual(REPORT.search(out).group(1), str(iters), out)
                     self.assertIn(f'{2 * size * iters} bytes in', out)
+
+    def test_links_that_come_up_after_the_exchange(self):
+        # The switch between the two memif ports starts after the descriptors and the "receive
+        # posted" byte have crossed: each side waits for its port before its first SEND.
+        with tempfile.TemporaryDirectory(prefix='prdma-pp-') as tmp:
+            options = ['-s', '4096', '-n', '500']
+            client, s_rc, s_out, switched, t_log = late_switch.run_pair(PINGPONG, tmp, options,
+                                                                    options)
+            self.assertEqual(client.returncode, 0, client.stdout + client.stderr + s_out)
+            self.assertEqual(s_rc, 0, s_out)
+            for out in (client.stdout, s_out):
+                self.assertEqual(REPORT.search(out).group(1), '500', out)
+            self.assertTrue(switched, t_log)
 
     def test_mistakes_end_with_a_message(self):
         with tempfile.TemporaryDirectory(prefix='prdma-pp-') as tmp:

@@ -12,6 +12,8 @@ import tempfile
 import time
 import unittest
 
+import late_switch
+
 WRITE_READ = os.environ.get('PRDMA_WRITE_READ', '')
 REGISTERED = re.compile(r'^round (\d+): (\d+) bytes \((\d+) pages\) fast-registered as rkey '
                         r'0x([0-9a-f]{8})$', re.M)
@@ -88,6 +90,21 @@ class WriteReadTest(unittest.TestCase):
                 dead = DEAD_WRITE.search(client.stdout)
                 self.assertIsNotNone(dead, client.stdout + client.stderr)
                 self.assertEqual(int(dead.group(1), 16), keys[-1])
+
+    def test_links_that_come_up_after_the_exchange(self):
+        # The descriptors cross over TCP at once; the switch between the two memif ports starts
+        # seconds later. Each side waits for its port: a WRITE posted before would be retried
+        # into the dead link until retry_exceeded, which the old example did.
+        with tempfile.TemporaryDirectory(prefix='prdma-wr-') as tmp:
+            options = ['-s', str(64 * 1024), '-n', '2']
+            client, s_rc, s_out, switched, t_log = late_switch.run_pair(WRITE_READ, tmp, options,
+                                                                    options)
+            both = f'client:\n{client.stdout}{client.stderr}\nserver:\n{s_out}'
+            self.assertEqual(client.returncode, 0, both)
+            self.assertEqual(s_rc, 0, both)
+            self.assertEqual(len(CHECKED.findall(client.stdout)), 2, both)
+            self.assertIsNotNone(DEAD_WRITE.search(client.stdout), both)
+            self.assertTrue(switched, t_log)
 
     def test_bad_options_exit_2_before_the_eal(self):
         cases = (
