@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -44,8 +45,21 @@ struct Options {
     int core = 0;
 };
 
+// DPDK 22.11 makes the prefix's runtime directory even with --in-memory and leaves it behind at
+// every exit; the prefix is this process's own, so the directory goes with it.
+std::string g_runtime_dir;
+
+void remove_runtime_dir() {
+    if (!g_runtime_dir.empty()) {
+        std::error_code ignored;
+        std::filesystem::remove_all(g_runtime_dir, ignored);
+        g_runtime_dir.clear();
+    }
+}
+
 [[noreturn]] void die(const std::string& what) {
     std::fprintf(stderr, "prdma-memif-floor: %s\n", what.c_str());
+    remove_runtime_dir();
     std::exit(1);
 }
 
@@ -275,7 +289,9 @@ int main(int argc, char** argv) {
     for (std::string& a : args) {
         argv_eal.push_back(a.data());
     }
-    if (rte_eal_init(static_cast<int>(argv_eal.size()), argv_eal.data()) < 0) {
+    const int init = rte_eal_init(static_cast<int>(argv_eal.size()), argv_eal.data());
+    g_runtime_dir = rte_eal_get_runtime_dir(); // made early in init, so a failed init may leave it
+    if (init < 0) {
         die("rte_eal_init failed");
     }
     Port port;
@@ -314,5 +330,6 @@ int main(int argc, char** argv) {
     rte_eth_dev_stop(port.id);
     rte_eth_dev_close(port.id);
     rte_eal_cleanup();
+    remove_runtime_dir();
     return 0;
 }
