@@ -11,6 +11,7 @@
 //          messages and bytes per second as the receiver saw them.
 // Output: one JSON object per size on stdout (the side that measured prints it).
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -63,6 +64,32 @@ void remove_runtime_dir() {
     std::exit(1);
 }
 
+constexpr std::size_t max_message = 8U << 20; // the buffer every message is sent from
+
+// A whole number in [min, max], or the program stops naming the option and the value.
+std::uint64_t number(const std::string& key, const std::string& text, std::uint64_t min,
+                     std::uint64_t max) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+    if (text.empty() || text[0] == '-' || *end != '\0' || errno != 0 || value < min ||
+        value > max) {
+        die(key + " needs a whole number " + std::to_string(min) + ".." + std::to_string(max) +
+            ", not '" + text + "'");
+    }
+    return value;
+}
+
+void parse_sizes(const std::string& value, Options& o) {
+    o.sizes.clear();
+    for (std::size_t start = 0; start <= value.size();) {
+        const std::size_t comma = std::min(value.find(',', start), value.size());
+        o.sizes.push_back(static_cast<std::uint32_t>(
+            number("--sizes", value.substr(start, comma - start), 1, max_message)));
+        start = comma + 1;
+    }
+}
+
 Options parse(int argc, char** argv) {
     Options o;
     for (int i = 1; i < argc; ++i) {
@@ -72,25 +99,26 @@ Options parse(int argc, char** argv) {
         }
         const std::string value = argv[++i];
         if (key == "--role") {
+            if (value != "server" && value != "client") {
+                die("--role is server or client, not '" + value + "'");
+            }
             o.server = value == "server";
         } else if (key == "--socket") {
             o.socket = value;
         } else if (key == "--mode") {
             o.mode = value;
         } else if (key == "--sizes") {
-            o.sizes.clear();
-            for (std::size_t start = 0; start <= value.size();) {
-                const std::size_t comma = std::min(value.find(',', start), value.size());
-                o.sizes.push_back(static_cast<std::uint32_t>(
-                    std::strtoul(value.substr(start, comma - start).c_str(), nullptr, 10)));
-                start = comma + 1;
-            }
+            parse_sizes(value, o);
         } else if (key == "--iterations") {
-            o.iterations = std::strtoull(value.c_str(), nullptr, 10);
+            o.iterations = number(key, value, 1, 1'000'000'000);
         } else if (key == "--seconds") {
-            o.seconds = std::strtod(value.c_str(), nullptr);
+            char* end = nullptr;
+            o.seconds = std::strtod(value.c_str(), &end);
+            if (*end != '\0' || !(o.seconds > 0 && o.seconds <= 3600)) {
+                die("--seconds needs a duration in (0, 3600], not '" + value + "'");
+            }
         } else if (key == "--core") {
-            o.core = std::atoi(value.c_str());
+            o.core = static_cast<int>(number(key, value, 0, RTE_MAX_LCORE - 1));
         } else {
             die("unknown option " + key);
         }
@@ -132,7 +160,7 @@ void send_message(const Port& port, const std::uint8_t* data, std::uint32_t size
             if (out == nullptr) {
                 die("a frame does not fit an mbuf");
             }
-            std::memcpy(out + frame_overhead, data + (sent + i) * frame_payload,
+            std::memcpy(out + frame_overhead, data + std::size_t{sent + i} * frame_payload,
                         length - frame_overhead);
             out[0] = static_cast<std::uint8_t>(sent + i == count - 1); // last-frame mark
         }
@@ -172,7 +200,7 @@ void run_latency(const Options& o, const Port& port, std::vector<std::uint8_t>& 
         const std::uint64_t warmup = std::min<std::uint64_t>(1000, o.iterations / 10);
         std::vector<double> rtt;
         rtt.reserve(o.iterations);
-        const double hz = static_cast<double>(rte_get_tsc_hz());
+        const auto hz = static_cast<double>(rte_get_tsc_hz());
         for (std::uint64_t i = 0; i < warmup + o.iterations; ++i) {
             if (o.server) {
                 (void)receive_message(port, buffer.data());
@@ -201,7 +229,7 @@ void run_latency(const Options& o, const Port& port, std::vector<std::uint8_t>& 
 // The client streams for o.seconds, then sends a last-marked frame; the server counts between
 // its first frame and that one, and reports.
 void run_rate(const Options& o, const Port& port, std::vector<std::uint8_t>& buffer) {
-    const double hz = static_cast<double>(rte_get_tsc_hz());
+    const auto hz = static_cast<double>(rte_get_tsc_hz());
     for (const std::uint32_t size : o.sizes) {
         if (!o.server) {
             const std::uint64_t end = rte_rdtsc() + static_cast<std::uint64_t>(o.seconds * hz);
@@ -212,14 +240,15 @@ void run_rate(const Options& o, const Port& port, std::vector<std::uint8_t>& buf
                 if (rte_pktmbuf_alloc_bulk(port.pool, frames, burst) != 0) {
                     continue;
                 }
-                for (std::uint16_t i = 0; i < burst; ++i) {
+                for (rte_mbuf* frame : frames) {
                     const std::uint32_t length = frame_length(size, in_message);
                     auto* out = reinterpret_cast<std::uint8_t*>(
-                        rte_pktmbuf_append(frames[i], static_cast<std::uint16_t>(length)));
+                        rte_pktmbuf_append(frame, static_cast<std::uint16_t>(length)));
                     if (out == nullptr) {
                         die("a frame does not fit an mbuf");
                     }
-                    std::memcpy(out + frame_overhead, buffer.data() + in_message * frame_payload,
+                    std::memcpy(out + frame_overhead,
+                                buffer.data() + std::size_t{in_message} * frame_payload,
                                 length - frame_overhead);
                     out[0] = 0;
                     out[1] = static_cast<std::uint8_t>(in_message + 1 == count); // message end
@@ -286,6 +315,7 @@ int main(int argc, char** argv) {
                                      "--in-memory",         "--no-pci", "--no-telemetry",
                                      "--log-level=*:error", prefix,     vdev};
     std::vector<char*> argv_eal;
+    argv_eal.reserve(args.size());
     for (std::string& a : args) {
         argv_eal.push_back(a.data());
     }
@@ -318,7 +348,7 @@ int main(int argc, char** argv) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    std::vector<std::uint8_t> buffer(8U << 20, 0x5a);
+    std::vector<std::uint8_t> buffer(max_message, 0x5a);
     if (o.mode == "latency") {
         run_latency(o, port, buffer);
     } else {
