@@ -27,8 +27,9 @@ public:
             granted_ = true;
             return;
         }
+        // seq_cst, as the claim's: deregistration relies on one of the two seeing the other.
         if (current == 0 && owner.compare_exchange_strong(current, me | control_hold_bit,
-                                                          std::memory_order_acquire)) {
+                                                          std::memory_order_seq_cst)) {
             taken_ = &owner;
             granted_ = true;
         }

@@ -462,7 +462,13 @@ Status deregister_mr(Device& device, const mem::MemoryRegion&, const ControlToke
     auto wait = std::make_unique<QuiesceWait>();
     wait->token = token;
     for (unsigned group = 0; group < dev.groups.size(); ++group) {
-        if (!dev.may_drive(group)) {
+        // Not a plain look at the owner word: the key was retired by a plain store, and a thread
+        // claiming the group right now could read the key before that store is visible while
+        // this thread reads no owner (store-load reordering, even on x86). The hold's
+        // compare-and-swap is a full barrier on this side, as the claim's is on the other: either
+        // the claim came first and the group is asked, or the claimer meets the dead key. (That
+        // the key table itself uses plain stores is the lib/mem follow-up ENGINE.md names.)
+        if (const GroupHold hold(dev, group); !hold) {
             wait->unsent.push_back(group);
         }
     }

@@ -188,8 +188,10 @@ std::uint16_t swroce_poll_cq(void* queue, rdma::WorkCompletion* wcs, std::uint16
     std::atomic<std::uintptr_t>& owner = cq.device->groups[cq.queue_group]->owner;
     std::uintptr_t current = owner.load(std::memory_order_relaxed);
     if (PRDMA_UNLIKELY(current == 0 || (current & control_hold_bit) != 0)) {
+        // seq_cst (a locked instruction on x86 either way): deregistration's GroupHold must see
+        // this claim, or this thread must see the key it retired (swroce_control.cpp).
         if (current != 0 || !owner.compare_exchange_strong(current, this_thread_token(),
-                                                           std::memory_order_acquire)) {
+                                                           std::memory_order_seq_cst)) {
             return 0;
         }
     }
