@@ -89,13 +89,10 @@ Result<QpStatus> QueuePair::query_status() const {
         return Error(StatusCode::not_supported,
                      strformat("%s does not report QP status", dev->config.name.c_str()));
     }
-    // The driver answers for its whole table (telemetry's qp_list needs that): pick ours.
-    std::vector<QpStatus> all;
-    dev->config.ops->qp_telemetry(*dev, all);
-    for (const QpStatus& status : all) {
-        if (status.qpn == qp_->qpn) {
-            return status;
-        }
+    std::vector<QpStatus> one;
+    dev->config.ops->qp_telemetry(*dev, qp_->qpn, one);
+    if (!one.empty()) {
+        return one.front();
     }
     return Error(StatusCode::invalid_parameter,
                  strformat("QP 0x%06x is not in %s's table", qp_->qpn, dev->config.name.c_str()));

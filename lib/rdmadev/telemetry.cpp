@@ -102,14 +102,16 @@ int handle_stats(const char* /*cmd*/, const char* params, rte_tel_data* d) {
     return 0;
 }
 
-// The device's QPs, or nothing when there is no such device or its driver does not say.
-std::optional<std::vector<QpStatus>> qps_of(DeviceId id) {
+// The device's QPs (or the one numbered `only`), or nothing when there is no such device or its
+// driver does not say.
+std::optional<std::vector<QpStatus>> qps_of(DeviceId id,
+                                            std::optional<std::uint32_t> only = std::nullopt) {
     std::vector<QpStatus> qps;
     bool supported = false;
     const bool found = detail::with_live_device(id, [&](driver::Device& dev) {
         if (dev.config.ops->qp_telemetry != nullptr) {
             supported = true;
-            dev.config.ops->qp_telemetry(dev, qps);
+            dev.config.ops->qp_telemetry(dev, only, qps);
         }
     });
     if (!found || !supported) {
@@ -133,30 +135,25 @@ int handle_qp_list(const char* /*cmd*/, const char* params, rte_tel_data* d) {
 
 int handle_qp_info(const char* /*cmd*/, const char* params, rte_tel_data* d) {
     const auto ids = parse_params(params, 2);
-    const auto qps = ids ? qps_of((*ids)[0]) : std::nullopt;
-    if (!qps) {
+    const auto qps = ids ? qps_of((*ids)[0], (*ids)[1]) : std::nullopt;
+    if (!qps || qps->empty()) {
         return -EINVAL;
     }
-    for (const QpStatus& qp : *qps) {
-        if (qp.qpn != (*ids)[1]) {
-            continue;
-        }
-        rte_tel_data_start_dict(d);
-        rte_tel_data_add_dict_u64(d, "qpn", qp.qpn);
-        rte_tel_data_add_dict_string(d, "state", std::string(qp_state_name(qp.state)).c_str());
-        rte_tel_data_add_dict_u64(d, "queue_group", qp.queue_group);
-        rte_tel_data_add_dict_u64(d, "dest_qpn", qp.dest_qpn);
-        rte_tel_data_add_dict_u64(d, "send_psn", qp.send_psn);
-        rte_tel_data_add_dict_u64(d, "acked_psn", qp.acked_psn);
-        rte_tel_data_add_dict_u64(d, "expected_psn", qp.expected_psn);
-        rte_tel_data_add_dict_u64(d, "outstanding", qp.outstanding);
-        rte_tel_data_add_dict_int(d, "retries_left", qp.retries_left);
-        rte_tel_data_add_dict_int(d, "rnr_retries_left", qp.rnr_retries_left);
-        rte_tel_data_add_dict_u64(d, "retransmissions", qp.retransmissions);
-        rte_tel_data_add_dict_u64(d, "timeouts", qp.timeouts);
-        return 0;
-    }
-    return -EINVAL;
+    const QpStatus& qp = qps->front();
+    rte_tel_data_start_dict(d);
+    rte_tel_data_add_dict_u64(d, "qpn", qp.qpn);
+    rte_tel_data_add_dict_string(d, "state", std::string(qp_state_name(qp.state)).c_str());
+    rte_tel_data_add_dict_u64(d, "queue_group", qp.queue_group);
+    rte_tel_data_add_dict_u64(d, "dest_qpn", qp.dest_qpn);
+    rte_tel_data_add_dict_u64(d, "send_psn", qp.send_psn);
+    rte_tel_data_add_dict_u64(d, "acked_psn", qp.acked_psn);
+    rte_tel_data_add_dict_u64(d, "expected_psn", qp.expected_psn);
+    rte_tel_data_add_dict_u64(d, "outstanding", qp.outstanding);
+    rte_tel_data_add_dict_int(d, "retries_left", qp.retries_left);
+    rte_tel_data_add_dict_int(d, "rnr_retries_left", qp.rnr_retries_left);
+    rte_tel_data_add_dict_u64(d, "retransmissions", qp.retransmissions);
+    rte_tel_data_add_dict_u64(d, "timeouts", qp.timeouts);
+    return 0;
 }
 
 } // namespace

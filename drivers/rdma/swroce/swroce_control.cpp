@@ -678,27 +678,36 @@ void stats(Device& device, std::vector<rdma::Counter>& out) {
     }
 }
 
-// Telemetry's view of every QP in the table (see DeviceOps::qp_telemetry).
-void qp_telemetry(Device& device, std::vector<rdma::QpStatus>& out) {
+rdma::QpStatus status_of(const SwroceQp& qp) {
+    return {.qpn = qp.qpn,
+            .state = qp.state(),
+            .queue_group = qp.queue_group,
+            .dest_qpn = qp.attr.dest_qpn,
+            .send_psn = qp.req.send_psn,
+            .acked_psn = qp.req.acked_psn,
+            .expected_psn = qp.resp.expected_psn,
+            .outstanding = qp.send_queue.size(),
+            .retries_left = qp.req.retries_left,
+            .rnr_retries_left = qp.req.rnr_retries_left,
+            .retransmissions = qp.counters.retransmissions,
+            .timeouts = qp.counters.timeouts};
+}
+
+// Telemetry's view of the QP table (see DeviceOps::qp_telemetry); one QP is one lookup.
+void qp_telemetry(Device& device, std::optional<std::uint32_t> only,
+                  std::vector<rdma::QpStatus>& out) {
     SwroceDevice& dev = swroce(device);
     const std::lock_guard lock(dev.qp_free_mutex);
-    for (const auto& owned : dev.qps) {
-        const SwroceQp* qp = owned.get();
-        if (qp == nullptr) {
-            continue;
+    if (only) {
+        if (const SwroceQp* qp = dev.qp_by_number(*only); qp != nullptr) {
+            out.push_back(status_of(*qp));
         }
-        out.push_back({.qpn = qp->qpn,
-                       .state = qp->state(),
-                       .queue_group = qp->queue_group,
-                       .dest_qpn = qp->attr.dest_qpn,
-                       .send_psn = qp->req.send_psn,
-                       .acked_psn = qp->req.acked_psn,
-                       .expected_psn = qp->resp.expected_psn,
-                       .outstanding = qp->send_queue.size(),
-                       .retries_left = qp->req.retries_left,
-                       .rnr_retries_left = qp->req.rnr_retries_left,
-                       .retransmissions = qp->counters.retransmissions,
-                       .timeouts = qp->counters.timeouts});
+        return;
+    }
+    for (const auto& owned : dev.qps) {
+        if (owned != nullptr) {
+            out.push_back(status_of(*owned));
+        }
     }
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,11 +120,13 @@ struct DeviceOps {
     void (*close)(Device& device);
     // Appends the device's counters (control path; values read from the owning lcores' data).
     void (*stats)(Device& device, std::vector<Counter>& out);
-    // Optional (telemetry's qp_list and qp_info, QueuePair::query_status). Called from DPDK's
-    // telemetry thread and from control threads while the data path runs: the driver must keep
-    // every QP it reports alive for the call, and the values are a racy snapshot, as ethdev's stats
-    // are.
-    void (*qp_telemetry)(Device& device, std::vector<QpStatus>& out);
+    // Optional (telemetry's qp_list and qp_info, QueuePair::query_status): appends the status of
+    // every QP of the device, or with `only` of that QP alone (nothing when there is none). Called
+    // from DPDK's telemetry thread and from control threads while the data path runs: the driver
+    // must keep every QP it reports alive for the call, and the values are a racy snapshot, as
+    // ethdev's stats are.
+    void (*qp_telemetry)(Device& device, std::optional<std::uint32_t> only,
+                         std::vector<QpStatus>& out);
 };
 
 struct DeviceConfig {
