@@ -346,10 +346,28 @@ void print_system(const prdma::Eal& eal, int& rc) {
     std::printf("\n");
 }
 
+// Checks the options after the first `--` before the EAL starts, so a mistake in them is said at
+// once and alone, not after (or instead of) whatever starting the EAL and its devices prints.
+bool options_after_double_dash_valid(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--") == 0) {
+            // A copy: getopt permutes what it parses, and the EAL has yet to read argv.
+            std::vector<char*> rest{argv[0]};
+            rest.insert(rest.end(), argv + i + 1, argv + argc);
+            Options ignored;
+            return parse_options(static_cast<int>(rest.size()), rest.data(), ignored);
+        }
+    }
+    return true;
+}
+
 int run_main(int argc, char** argv) {
     if (wants_help(argc, argv)) {
         std::printf(usage_text, PRDMA_DEFAULT_EAL_ARGS);
         return 0;
+    }
+    if (!options_after_double_dash_valid(argc, argv)) {
+        return 2;
     }
     int consumed = 0;
     auto eal = prdma::Eal::start_from_argv(argc, argv, &consumed);

@@ -87,6 +87,19 @@ class DevinfoTest(unittest.TestCase):
                 self.assertIn(message, out.stderr)
                 self.assertNotIn('hca_id', out.stdout)
 
+    def test_bad_options_are_said_before_the_eal_starts(self):
+        # An EAL that cannot start (its device's port does not exist) must not hide the mistake in
+        # prdma-devinfo's own options, nor run first: the option is checked, exit 2.
+        broken = ['-l', '0', '--log-level=*:error',
+                  '--vdev=rdma_swroce0,port=net_nope0,ip=10.0.0.1']
+        for options, message in ((['-x'], "unknown option '-x'"),
+                                 (['-i', '0'], "-i needs a port number 1..255, not '0'")):
+            with self.subTest(options=options):
+                out = devinfo(*options, eal=broken)
+                self.assertEqual(out.returncode, 2, out.stdout + out.stderr)
+                self.assertEqual(out.stderr.strip(), f'prdma-devinfo: {message} (try --help)'
+                                 if message.startswith('unknown') else f'prdma-devinfo: {message}')
+
     def test_exit_with_live_devices_100_times(self):
         """The README's command once ended in a stack trace at EAL cleanup; here it runs 100
         times, on ring ports and on an unconnected memif port, and each run exits 0 with nothing
