@@ -54,6 +54,9 @@ bool emit(SwroceQp& qp, TxBatch& tx, const roce::FrameHeaders& h, const Payload&
 bool transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept;
 // Sends what the backlog holds; true when it is empty.
 bool flush_backlog(SwroceDevice& dev, unsigned group) noexcept;
+// One frame made outside a batch (ARP): sent now, or behind what the backlog holds.
+void send_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf,
+                SwroceCounters& counters) noexcept;
 
 // ---- send_queue.cpp ----
 void complete_send(SwroceQp& qp, const SendWqe& wqe, rdma::WcStatus status) noexcept;

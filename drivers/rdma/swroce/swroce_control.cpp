@@ -32,12 +32,12 @@ SwroceDevice& swroce(Device& device) {
 void send_control_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
                         SwroceCounters& counters) {
     rte_mbuf* mbuf = dev.port.copy_to_mbuf(0, frame);
-    if (mbuf == nullptr || dev.port.send_frames(0, &mbuf, 1) != 1) {
-        if (mbuf != nullptr) {
-            rte_pktmbuf_free(mbuf);
-        }
-        ++counters.tx_dropped;
+    if (mbuf == nullptr) {
+        ++counters.tx_no_mbuf;
+        return;
     }
+    // A port busy with RDMA traffic refuses it now and takes it on the next progress.
+    send_frame(dev, 0, mbuf, counters);
 }
 
 Status query_port(Device& device, std::uint8_t port, rdma::driver::PortInfo& out) {

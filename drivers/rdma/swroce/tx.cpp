@@ -128,7 +128,22 @@ bool flush_backlog(SwroceDevice& dev, unsigned group) noexcept {
     return state.tx_backlog_count == 0;
 }
 
-// Only frames beyond the backlog's room are lost, counted, and left to the retransmission timer.
+namespace {
+
+// Only frames beyond the backlog's room are lost, counted, and left to the retransmission timer
+// (or, for ARP, to the asker's next request).
+void defer(QueueGroupState& state, rte_mbuf* mbuf, SwroceCounters& counters) noexcept {
+    if (state.tx_backlog_count < state.tx_backlog.size()) {
+        state.tx_backlog[state.tx_backlog_count++] = mbuf;
+        ++counters.tx_deferred;
+    } else {
+        rte_pktmbuf_free(mbuf);
+        ++counters.tx_dropped;
+    }
+}
+
+} // namespace
+
 bool transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept {
     QueueGroupState& state = *dev.groups[group];
     if (PRDMA_UNLIKELY(state.tx_faults.active())) {
@@ -149,16 +164,19 @@ bool transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept {
         }
     }
     for (std::uint16_t i = sent; i < tx.count; ++i) {
-        if (state.tx_backlog_count < state.tx_backlog.size()) {
-            state.tx_backlog[state.tx_backlog_count++] = tx.mbufs[i];
-            ++state.counters.tx_deferred;
-        } else {
-            rte_pktmbuf_free(tx.mbufs[i]);
-            ++state.counters.tx_dropped;
-        }
+        defer(state, tx.mbufs[i], state.counters);
     }
     tx.count = 0;
     return state.tx_backlog_count == 0;
+}
+
+void send_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf,
+                SwroceCounters& counters) noexcept {
+    QueueGroupState& state = *dev.groups[group];
+    if (state.tx_backlog_count == 0 && dev.port.send_frames(group, &mbuf, 1) == 1) {
+        return;
+    }
+    defer(state, mbuf, counters);
 }
 
 } // namespace prdma::swroce

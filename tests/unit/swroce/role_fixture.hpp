@@ -121,6 +121,9 @@ protected:
     static std::vector<std::uint8_t> pattern(std::size_t length, std::uint8_t seed);
     static std::uint64_t tsc();
 
+    // The ring the port transmits into: what the wire holds until a test takes it.
+    [[nodiscard]] rte_ring* wire() const { return from_device_; }
+
 private:
     void make_port_and_device();
     void make_objects();
