@@ -2,6 +2,7 @@
 // under them (EAL, hugepage memory, lcores, NUMA topology, DPDK ports).
 //
 //   prdma-devinfo [EAL options] [-- -d DEV -i PORT -l -v -s]     prdma-devinfo --help
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cstdio>
 #include <cstdlib>
@@ -346,19 +347,16 @@ void print_system(const prdma::Eal& eal, int& rc) {
     std::printf("\n");
 }
 
-// Checks the options after the first `--` before the EAL starts, so a mistake in them is said at
-// once and alone, not after (or instead of) whatever starting the EAL and its devices prints.
-bool options_after_double_dash_valid(int argc, char** argv) {
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--") == 0) {
-            // A copy: getopt permutes what it parses, and the EAL has yet to read argv.
-            std::vector<char*> rest{argv[0]};
-            rest.insert(rest.end(), argv + i + 1, argv + argc);
-            Options ignored;
-            return parse_options(static_cast<int>(rest.size()), rest.data(), ignored);
-        }
+// argv[0] and what follows the first `--`: prdma-devinfo's own options (the EAL's come before).
+std::vector<char*> own_arguments(int argc, char** argv) {
+    std::vector<char*> own{argv[0]};
+    char** const end = argv + argc;
+    char** const dashes =
+        std::find_if(argv + 1, end, [](const char* arg) { return std::strcmp(arg, "--") == 0; });
+    if (dashes != end) {
+        own.insert(own.end(), dashes + 1, end);
     }
-    return true;
+    return own;
 }
 
 int run_main(int argc, char** argv) {
@@ -366,7 +364,12 @@ int run_main(int argc, char** argv) {
         std::printf(usage_text, PRDMA_DEFAULT_EAL_ARGS);
         return 0;
     }
-    if (!options_after_double_dash_valid(argc, argv)) {
+    // Parsed before the EAL starts, so a mistake in them is said at once and alone, not after
+    // (or instead of) whatever starting the EAL and its devices prints. Parsed from a copy:
+    // getopt permutes what it parses, and the EAL has yet to read argv.
+    std::vector<char*> own = own_arguments(argc, argv);
+    Options options;
+    if (!parse_options(static_cast<int>(own.size()), own.data(), options)) {
         return 2;
     }
     int consumed = 0;
@@ -374,13 +377,6 @@ int run_main(int argc, char** argv) {
     if (!eal) {
         std::fprintf(stderr, "prdma-devinfo: %s\n", eal.error().to_string().c_str());
         return 1;
-    }
-    // What EAL left: argv[0] and the options after `--`.
-    std::vector<char*> rest{argv[0]};
-    rest.insert(rest.end(), argv + consumed, argv + argc);
-    Options options;
-    if (!parse_options(static_cast<int>(rest.size()), rest.data(), options)) {
-        return 2;
     }
     int rc = 0;
     if (options.system) {
