@@ -9,8 +9,10 @@
 //          of frames once it has them all; the client reports the round trip (median, min, p99).
 // rate:    the client streams messages for S seconds; the server counts what arrives and reports
 //          messages and bytes per second as the receiver saw them.
-// Output: one JSON object per size on stdout (the side that measured prints it).
+// Output: one JSON object per size on stdout (the side that measured prints it); errors, DPDK's
+// and this program's, go to stderr.
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +24,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include <rte_alarm.h>
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
@@ -302,6 +305,29 @@ void run_rate(const Options& o, const Port& port, std::vector<std::uint8_t>& buf
     }
 }
 
+// DPDK 22.11's memif tears a connection down on the EAL interrupt thread when its peer leaves, and
+// its stop and close run the same teardown on the caller's thread; when the two overlap, its
+// regions are freed twice ("EAL: Error: Invalid memory") or the process faults. Callbacks on that
+// thread run one after another, so the port stops and closes there, in an alarm callback.
+void close_on_interrupt_thread(std::uint16_t port_id) {
+    struct Close {
+        std::uint16_t port_id;
+        std::atomic<bool> done{false};
+    } call{port_id};
+    const auto close = [](void* arg) {
+        auto* c = static_cast<Close*>(arg);
+        (void)rte_eth_dev_stop(c->port_id);
+        (void)rte_eth_dev_close(c->port_id);
+        c->done.store(true, std::memory_order_release);
+    };
+    if (rte_eal_alarm_set(1, close, &call) != 0) {
+        die("cannot reach the EAL interrupt thread to close the port");
+    }
+    while (!call.done.load(std::memory_order_acquire)) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -357,8 +383,7 @@ int main(int argc, char** argv) {
     // Both sides are quiet now (the last exchange was answered); close after a moment so the
     // peer's last burst is not cut (DPDK 22.11's memif dislikes a peer vanishing mid-burst).
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    rte_eth_dev_stop(port.id);
-    rte_eth_dev_close(port.id);
+    close_on_interrupt_thread(port.id);
     rte_eal_cleanup();
     remove_runtime_dir();
     return 0;
