@@ -323,7 +323,16 @@ void close_on_interrupt_thread(std::uint16_t port_id) {
     if (rte_eal_alarm_set(1, close, &call) != 0) {
         die("cannot reach the EAL interrupt thread to close the port");
     }
+    // Another callback stuck on that thread would leave us waiting forever: after a while the
+    // close runs here. rte_eal_alarm_cancel removes an alarm not yet started and waits for one
+    // under way.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (!call.done.load(std::memory_order_acquire)) {
+        if (std::chrono::steady_clock::now() > deadline && rte_eal_alarm_cancel(close, &call) > 0) {
+            std::fprintf(stderr, "prdma-memif-floor: the EAL interrupt thread is busy; closing "
+                                 "the port from the main thread\n");
+            close(&call);
+        }
         std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
 }
