@@ -1,6 +1,7 @@
 // The raw DPDK floor under swroce: what net_memif alone costs between two processes, with the
 // same framing swroce uses (messages cut into frames of at most 1024 bytes of payload plus the
-// 58 bytes of Ethernet/IPv4/UDP/BTH/ICRC a RoCEv2 frame carries). Uses only DPDK.
+// 58 bytes of Ethernet/IPv4/UDP/BTH/ICRC a RoCEv2 frame carries). Its data path is DPDK's alone;
+// prdma's common library only closes the port safely.
 //
 //   prdma-memif-floor --role server|client --socket PATH --mode latency|rate --sizes 8,64,...
 //                     [--iterations N] [--seconds S] [--core C]
@@ -12,7 +13,6 @@
 // Output: one JSON object per size on stdout (the side that measured prints it); errors, DPDK's
 // and this program's, go to stderr.
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -24,7 +24,6 @@
 #include <unistd.h>
 #include <vector>
 
-#include <rte_alarm.h>
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
@@ -32,7 +31,14 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include <prdma/status.hpp>
+
+#include "interrupt_thread.hpp"
+
 namespace {
+
+using prdma::run_on_interrupt_thread;
+using prdma::Status;
 
 constexpr std::uint32_t frame_payload = 1024; // swroce's path MTU over memif
 constexpr std::uint32_t frame_overhead = 58;  // Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4
@@ -305,35 +311,19 @@ void run_rate(const Options& o, const Port& port, std::vector<std::uint8_t>& buf
     }
 }
 
-// DPDK 22.11's memif tears a connection down on the EAL interrupt thread when its peer leaves, and
-// its stop and close run the same teardown on the caller's thread; when the two overlap, its
-// regions are freed twice ("EAL: Error: Invalid memory") or the process faults. Callbacks on that
-// thread run one after another, so the port stops and closes there, in an alarm callback.
-void close_on_interrupt_thread(std::uint16_t port_id) {
-    struct Close {
-        std::uint16_t port_id;
-        std::atomic<bool> done{false};
-    } call{port_id};
-    const auto close = [](void* arg) {
-        auto* c = static_cast<Close*>(arg);
-        (void)rte_eth_dev_stop(c->port_id);
-        (void)rte_eth_dev_close(c->port_id);
-        c->done.store(true, std::memory_order_release);
-    };
-    if (rte_eal_alarm_set(1, close, &call) != 0) {
-        die("cannot reach the EAL interrupt thread to close the port");
-    }
-    // Another callback stuck on that thread would leave us waiting forever: after a while the
-    // close runs here. rte_eal_alarm_cancel removes an alarm not yet started and waits for one
-    // under way.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (!call.done.load(std::memory_order_acquire)) {
-        if (std::chrono::steady_clock::now() > deadline && rte_eal_alarm_cancel(close, &call) > 0) {
-            std::fprintf(stderr, "prdma-memif-floor: the EAL interrupt thread is busy; closing "
-                                 "the port from the main thread\n");
-            close(&call);
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
+// DPDK 22.11's memif handles its peer's disconnect on the EAL interrupt thread, and its stop and
+// close run the same teardown: both sides close at about the same moment, so the port stops and
+// closes on that thread (run_on_interrupt_thread says more).
+void close_port(std::uint16_t port_id) {
+    const Status ran = run_on_interrupt_thread(
+        [port_id] {
+            (void)rte_eth_dev_stop(port_id);
+            (void)rte_eth_dev_close(port_id);
+        },
+        std::chrono::seconds(5));
+    if (!ran.ok()) {
+        std::fprintf(stderr, "prdma-memif-floor: closing the port: %s\n",
+                     ran.error().message().c_str());
     }
 }
 
@@ -392,7 +382,7 @@ int main(int argc, char** argv) {
     // Both sides are quiet now (the last exchange was answered); close after a moment so the
     // peer's last burst is not cut (DPDK 22.11's memif dislikes a peer vanishing mid-burst).
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    close_on_interrupt_thread(port.id);
+    close_port(port.id);
     rte_eal_cleanup();
     remove_runtime_dir();
     return 0;

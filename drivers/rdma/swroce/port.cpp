@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
-#include <thread>
 #include <utility>
 
 #include <rte_alarm.h>
@@ -15,12 +14,12 @@
 #include <rte_dev.h>
 #include <rte_errno.h>
 #include <rte_ether.h>
-#include <rte_interrupts.h>
 #include <rte_lcore.h>
 
 #include <prdma/build_config.hpp>
 #include <prdma/format.hpp>
 
+#include "interrupt_thread.hpp"
 #include "mbuf_pools.hpp"
 #include "port_profile.hpp"
 #include "swroce_log.hpp"
@@ -107,59 +106,6 @@ bool on_vdev_bus(const rte_eth_dev_info& info) {
 // memif tears its shared memory down on the interrupt thread when its peer goes away.
 bool unmaps_queues_from_interrupt_thread(const rte_eth_dev_info& info) {
     return info.driver_name != nullptr && std::strcmp(info.driver_name, "net_memif") == 0;
-}
-
-// One call handed to the EAL interrupt thread. `done` is the interrupt thread's last touch of
-// it: the caller may free it as soon as it reads true.
-struct InterruptThreadCall {
-    const std::function<void()>* action = nullptr;
-    std::atomic<bool> done{false};
-};
-
-void run_interrupt_thread_call(void* arg) {
-    auto* call = static_cast<InterruptThreadCall*>(arg);
-    (*call->action)();
-    call->done.store(true, std::memory_order_release);
-}
-
-// Runs `action` on the EAL interrupt thread and waits for it: whatever drivers do there (memif's
-// peer handling) and `action` then never overlap. A one-shot alarm is the public way in. Runs
-// it here instead when this is that thread, or when the thread does not take it in time.
-void run_on_interrupt_thread(const std::function<void()>& action, const std::string& port) {
-    if (rte_thread_is_intr() != 0) {
-        action();
-        return;
-    }
-    InterruptThreadCall call;
-    call.action = &action;
-    if (int ret = rte_eal_alarm_set(1, run_interrupt_thread_call, &call); ret != 0) {
-        SWROCE_LOG(WARNING,
-                   "ethdev %s: cannot reach the EAL interrupt thread (%s); stopping it "
-                   "from this thread",
-                   port.c_str(), rte_strerror(-ret));
-        action();
-        return;
-    }
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(SwrocePort::interrupt_thread_wait_ms);
-    while (!call.done.load(std::memory_order_acquire)) {
-        if (std::chrono::steady_clock::now() > deadline) {
-            // rte_eal_alarm_cancel waits for a call that has started; one it removes never runs.
-            if (rte_eal_alarm_cancel(run_interrupt_thread_call, &call) > 0) {
-                SWROCE_LOG(WARNING,
-                           "ethdev %s: the EAL interrupt thread is busy; stopping it "
-                           "from this thread",
-                           port.c_str());
-                action();
-                return;
-            }
-            while (!call.done.load(std::memory_order_acquire)) {
-                std::this_thread::sleep_for(std::chrono::microseconds(100));
-            }
-            return;
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
 }
 
 } // namespace
@@ -501,7 +447,11 @@ void SwrocePort::stop() noexcept {
         }
     };
     if (stop_on_interrupt_thread_) {
-        run_on_interrupt_thread(drain_and_stop, name_);
+        const Status ran = run_on_interrupt_thread(
+            drain_and_stop, std::chrono::milliseconds(interrupt_thread_wait_ms));
+        if (!ran.ok()) {
+            SWROCE_LOG(WARNING, "ethdev %s: %s", name_.c_str(), ran.error().message().c_str());
+        }
     } else {
         drain_and_stop();
     }
