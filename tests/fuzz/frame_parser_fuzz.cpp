@@ -5,6 +5,7 @@
 //   - a frame that parses points only inside itself, and its pieces add up to the IP datagram;
 //   - skipping the checks (what a handed-over frame gets) changes the verdict only by the checks
 //     skipped, and the lax parse agrees with the strict one on every field;
+//   - the parser's fixed-offset path and the full parser give the same verdict and fields;
 //   - the table and PCLMULQDQ CRC paths give the same ICRC;
 //   - a parsed frame rebuilt from its fields (frame_headers_of + build_frame) parses to the same
 //     fields and payload; a parsed ARP message encodes and parses back to itself.
@@ -132,6 +133,20 @@ void check_frame(std::span<const std::uint8_t> frame) {
     const roce::ParsedFrame lax = roce::parse_roce_frame(frame, lax_options);
     if (roce::parse_roce_frame(frame).error != strict.error) {
         fail("the same frame parses differently twice", strict);
+    }
+    // The fixed-offset path and the full parser: one answer, the same fields.
+    for (const roce::ParseOptions& options : {roce::ParseOptions{}, lax_options}) {
+        roce::ParsedFrame fast;
+        roce::ParsedFrame full;
+        if (roce::parse_roce_frame(frame, fast, options) !=
+            roce::parse_roce_frame_full(frame, full, options)) {
+            fail("the fixed-offset path and the full parser disagree", fast);
+        }
+        if (fast.ok() && (!same_fields(fast, full) || fast.icrc != full.icrc ||
+                          fast.ip_datagram.data() != full.ip_datagram.data() ||
+                          fast.ip_datagram.size() != full.ip_datagram.size())) {
+            fail("the fixed-offset path and the full parser fill other fields", fast);
+        }
     }
     if (strict.ok() && !lax.ok()) {
         fail("skipping checks refused a frame the checks accept", lax);

@@ -88,9 +88,15 @@ struct ParsedFrame {
     [[nodiscard]] bool has(ExtHeader h) const noexcept { return info != nullptr && info->has(h); }
 };
 
-// Parses an Ethernet frame (no FCS expected, trailing bytes ignored). Returns out.error.
+// Parses an Ethernet frame (no FCS expected, trailing bytes ignored). Returns out.error. The
+// common shape (no VLAN tag, IPv4 without options or IPv6, a known opcode, a good ICRC) is read at
+// fixed offsets; every other frame, and every one that fails a check, goes to
+// parse_roce_frame_full, so the answer is the same for every frame.
 ParseError parse_roce_frame(std::span<const std::uint8_t> frame, ParsedFrame& out,
                             const ParseOptions& options = {}) noexcept;
+// The full parser alone: every shape, each check in order, the first failure named.
+ParseError parse_roce_frame_full(std::span<const std::uint8_t> frame, ParsedFrame& out,
+                                 const ParseOptions& options = {}) noexcept;
 
 inline ParsedFrame parse_roce_frame(std::span<const std::uint8_t> frame,
                                     const ParseOptions& options = {}) noexcept {
