@@ -7,9 +7,11 @@
 //   BM_FastRegPost32   post a FAST_REG of 32 pages and the LOCAL_INV that frees the region again,
 //                      and poll both completions
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -120,6 +122,13 @@ Bed& bed() {
         options.program_name = "prdma-bench";
         options.args = {"-l", "0", "--log-level=lib.eal:error", "--log-level=prdma.*:warning",
                         "--no-telemetry"};
+        // bench/callgrind-cost runs the EAL under valgrind, which needs "--no-huge -m 256".
+        if (const char* extra = std::getenv("PRDMA_BENCH_EAL_ARGS"); extra != nullptr) {
+            std::istringstream words(extra);
+            for (std::string word; words >> word;) {
+                options.args.push_back(word);
+            }
+        }
         auto eal = Eal::start(options);
         if (!eal) {
             bed.error = eal.error().to_string();
