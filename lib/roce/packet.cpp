@@ -281,8 +281,8 @@ std::uint16_t ipv4_checksum_fixed(const std::uint8_t* ip) noexcept {
 // the same answer for every frame (packet_test.cpp compares them field by field).
 bool parse_common(std::span<const std::uint8_t> frame, ParsedFrame& out,
                   const ParseOptions& options) noexcept {
-    constexpr std::size_t smallest = ethernet_header_size + ipv4_header_size + udp_header_size +
-                                     bth_size + icrc_size;
+    constexpr std::size_t smallest =
+        ethernet_header_size + ipv4_header_size + udp_header_size + bth_size + icrc_size;
     const std::size_t n = frame.size();
     const std::uint8_t* p = frame.data();
     if (PRDMA_UNLIKELY(n < smallest)) {
@@ -302,8 +302,7 @@ bool parse_common(std::span<const std::uint8_t> frame, ParsedFrame& out,
     } else if (type == ethertype_ipv6) {
         ip_header_length = ipv6_header_size;
         total = ipv6_header_size + load_be16(ip + 4);
-        if (n < ethernet_header_size + ipv6_header_size + udp_header_size + bth_size +
-                    icrc_size ||
+        if (n < ethernet_header_size + ipv6_header_size + udp_header_size + bth_size + icrc_size ||
             (ip[0] >> 4) != 6 || ip[6] != ip_protocol_udp || total > n - ethernet_header_size ||
             total < ipv6_header_size + udp_header_size + bth_size + icrc_size) {
             return false;

@@ -83,8 +83,7 @@ void expect_same(const Bytes& frame, const ParseOptions& options = {}) {
     EXPECT_TRUE(!fast.has(ExtHeader::reth) || fast.reth == full.reth);
     EXPECT_TRUE(!fast.has(ExtHeader::aeth) || fast.aeth == full.aeth);
     EXPECT_TRUE(!fast.has(ExtHeader::atomic_eth) || fast.atomic_eth == full.atomic_eth);
-    EXPECT_TRUE(!fast.has(ExtHeader::atomic_ack_eth) ||
-                fast.atomic_ack_eth == full.atomic_ack_eth);
+    EXPECT_TRUE(!fast.has(ExtHeader::atomic_ack_eth) || fast.atomic_ack_eth == full.atomic_ack_eth);
     EXPECT_TRUE(!fast.has(ExtHeader::deth) || fast.deth == full.deth);
     EXPECT_TRUE(!fast.has(ExtHeader::immdt) || fast.immediate == full.immediate);
     EXPECT_TRUE(!fast.has(ExtHeader::ieth) || fast.invalidate_rkey == full.invalidate_rkey);
