@@ -33,6 +33,13 @@ struct TxBatch {
     [[nodiscard]] bool full() const noexcept { return count == mbufs.size(); }
 };
 
+// One rx burst from the port; room for what the fault devargs add (duplicates, frames they held
+// back).
+struct RxBurst {
+    std::array<rte_mbuf*, std::size_t{2} * burst_size> mbufs; // only [0, count) is ever read
+    std::uint16_t count = 0;
+};
+
 // Where a packet's payload comes from: a send WQE's message, or a region (READ responses).
 struct Payload {
     const SendWqe* wqe = nullptr;
@@ -114,8 +121,9 @@ void check_timer(SwroceQp& qp, std::uint64_t now) noexcept;
 // ---- rx.cpp ----
 // One received frame on `group`. Returns true when the frame was handed over to another queue
 // group (its QP lives there) and must not be freed here.
+// `frame` is the burst's scratch: parsed into for each frame, nothing kept from one to the next.
 bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64_t now,
-                  bool handed_over) noexcept;
+                  bool handed_over, roce::ParsedFrame& frame) noexcept;
 
 // ---- queue_group.cpp ----
 // Receive, protocol, transmit and timers for one queue group.

@@ -30,7 +30,7 @@ bool from_peer(const SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
 } // namespace
 
 bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64_t now,
-                  bool handed_over) noexcept {
+                  bool handed_over, roce::ParsedFrame& frame) noexcept {
     SwroceCounters& counters = dev.groups[group]->counters;
     const std::span<const std::uint8_t> bytes(rte_pktmbuf_mtod(mbuf, const std::uint8_t*),
                                               rte_pktmbuf_data_len(mbuf));
@@ -41,7 +41,6 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
             return false;
         }
     }
-    roce::ParsedFrame frame;
     // A handed-over frame was checked by the group that received it.
     roce::ParseOptions options;
     options.verify_icrc = !handed_over;

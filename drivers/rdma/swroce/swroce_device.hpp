@@ -99,6 +99,10 @@ struct QueueGroupState {
     // One past the highest slot of this group's QP range ever published: what progress scans.
     // Written by whoever drives the group, like the slots themselves.
     std::uint32_t qp_slot_end = 0;
+    // The last progress left frames to make (its batch filled, or the port refused some): the
+    // next one is not empty, whatever it receives.
+    bool work_left = false;
+    std::uint32_t idle_polls = 0; // empty polls in a row, for the timers' turn (queue_group.cpp)
     // The thread that polls this group (0 until one does), or a control thread acting on it with
     // control_hold_bit set (GroupHold); the control path drives only groups nobody claimed, or
     // that its own thread claimed.
