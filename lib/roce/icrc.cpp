@@ -222,28 +222,49 @@ PRDMA_ROCE_TARGET_CLMUL inline __m128i first_block(std::uint32_t state,
     return _mm_xor_si128(load128(p), _mm_cvtsi32_si128(static_cast<int>(state)));
 }
 
+// The r bytes at p (0 < r < 16) after the block x0: the 16 + r bytes are taken as r leading
+// bytes, zero-extended to a block (leading zeros add nothing to a remainder from state 0), and
+// the last 16, folded once. Two overlapping loads from a scratch do the byte shifts.
+PRDMA_ROCE_TARGET_CLMUL inline __m128i fold_partial(__m128i x0, const std::uint8_t* p,
+                                                    std::size_t r) noexcept {
+    alignas(16) std::array<std::uint8_t, 48> buffer{};
+    _mm_store_si128(reinterpret_cast<__m128i*>(buffer.data() + 16), x0);
+    std::copy(p, p + r, buffer.begin() + 32);
+    const __m128i head = load128(buffer.data() + r);      // 16 - r zeros, x0's first r bytes
+    const __m128i last = load128(buffer.data() + 16 + r); // x0's other bytes, then p's
+    return fold(head, constant_pair(k_fold1_lo, k_fold1_hi), last);
+}
+
+// The CRC over [p, p + n) from `state` (n >= 16) with `mask` ORed into its first mask_length
+// bytes (whole blocks, at most n) as they are read: the ICRC's masked fields never need a copy.
+PRDMA_ROCE_TARGET_CLMUL std::uint32_t update_clmul_masked(std::uint32_t state,
+                                                          const std::uint8_t* p, std::size_t n,
+                                                          const std::uint8_t* mask,
+                                                          std::size_t mask_length) noexcept {
+    const __m128i k_fold1 = constant_pair(k_fold1_lo, k_fold1_hi);
+    __m128i x0 = _mm_xor_si128(_mm_or_si128(load128(p), load128(mask)),
+                               _mm_cvtsi32_si128(static_cast<int>(state)));
+    std::size_t i = 16;
+    for (; i < mask_length; i += 16) {
+        x0 = fold(x0, k_fold1, _mm_or_si128(load128(p + i), load128(mask + i)));
+    }
+    p += i;
+    n -= i;
+    x0 = fold_blocks(x0, p, n);
+    if (n != 0) {
+        x0 = fold_partial(x0, p, n);
+    }
+    return reduce128(x0);
+}
+
+alignas(16) constexpr std::array<std::uint8_t, 16> no_mask{};
+
 PRDMA_ROCE_TARGET_CLMUL std::uint32_t update_clmul(std::uint32_t state, const std::uint8_t* p,
                                                    std::size_t n) noexcept {
     if (n < 16) {
         return update_table(state, p, n);
     }
-    __m128i x0 = first_block(state, p);
-    p += 16;
-    n -= 16;
-    x0 = fold_blocks(x0, p, n);
-    return update_table(reduce128(x0), p, n);
-}
-
-// The CRC over `head` (whole 16-byte blocks, at least one) and then [p, p + n), reduced once.
-PRDMA_ROCE_TARGET_CLMUL std::uint32_t update_clmul_2(std::uint32_t state, const std::uint8_t* head,
-                                                     std::size_t head_length, const std::uint8_t* p,
-                                                     std::size_t n) noexcept {
-    __m128i x0 = first_block(state, head);
-    head += 16;
-    head_length -= 16;
-    x0 = fold_blocks(x0, head, head_length);
-    x0 = fold_blocks(x0, p, n);
-    return update_table(reduce128(x0), p, n);
+    return update_clmul_masked(state, p, n, no_mask.data(), 16);
 }
 
 #undef PRDMA_ROCE_TARGET_CLMUL
@@ -362,13 +383,16 @@ namespace {
 std::uint32_t icrc_of(std::span<const std::uint8_t> ip_datagram, const IcrcLayout& layout,
                       CrcPath path) noexcept {
     const std::size_t covered = ip_datagram.size() - icrc_size;
-    // The masked headers, rounded up to whole 16-byte blocks (or the whole datagram if shorter),
-    // are copied with the mask ORed in; the rest is read in place. The copy is written with
-    // whole-vector stores (the loop vectorises), so the loads that follow are forwarded from
-    // the store buffer instead of stalling on byte stores.
-    const std::size_t head = std::min(covered, (layout.masked + 15) & ~std::size_t{15});
+    // The masked headers, rounded up to whole 16-byte blocks: read in place with the mask ORed
+    // in when the datagram holds them (every packet with a payload or an extension header past
+    // the BTH), else copied with the mask into a scratch (an ACK: 40 bytes).
+    const std::size_t masked_blocks = (layout.masked + 15) & ~std::size_t{15};
     const std::uint8_t* data = ip_datagram.data();
     const IcrcMask& mask = icrc_masks[layout.mask_index];
+    if (use_clmul(path) && masked_blocks <= covered) {
+        return ~update_clmul_masked(icrc_seed, data, covered, mask.data(), masked_blocks);
+    }
+    const std::size_t head = std::min(covered, masked_blocks);
     alignas(16) std::array<std::uint8_t, mask_length> scratch;
     for (std::size_t i = 0; i < head; ++i) {
         scratch[i] = static_cast<std::uint8_t>(data[i] | mask[i]);
@@ -377,10 +401,6 @@ std::uint32_t icrc_of(std::span<const std::uint8_t> ip_datagram, const IcrcLayou
         return ~update_table(update_table(icrc_seed, scratch.data(), head), data + head,
                              covered - head);
     }
-    if (head % 16 == 0) {
-        return ~update_clmul_2(icrc_seed, scratch.data(), head, data + head, covered - head);
-    }
-    // A datagram shorter than its rounded-up headers (an ACK: 44 bytes) is all in the scratch.
     return ~update_clmul(icrc_seed, scratch.data(), head);
 }
 
