@@ -96,7 +96,7 @@ void decode_ext_header(ExtHeader kind, std::span<const std::uint8_t> in,
     }
 }
 
-void encode_ext_header(ExtHeader kind, const FrameHeaders& h,
+void encode_ext_header(ExtHeader kind, const TransportHeaders& h,
                        std::span<std::uint8_t> out) noexcept {
     switch (kind) {
     case ExtHeader::deth:
@@ -404,7 +404,7 @@ FrameLayout plan_frame(const OpcodeInfo& info, bool ipv4, std::size_t eth_length
 }
 
 // The BTH (with the layout's pad count) and the extension headers the opcode carries, at `ib`.
-void encode_ib_headers(const FrameHeaders& h, const OpcodeInfo& info, const FrameLayout& layout,
+void encode_ib_headers(const TransportHeaders& h, const OpcodeInfo& info, const FrameLayout& layout,
                        std::span<std::uint8_t> ib) noexcept {
     Bth bth = h.bth;
     bth.pad_count = layout.pad_count;
@@ -476,7 +476,7 @@ HeaderTemplate HeaderTemplate::make(const FrameHeaders& h) noexcept {
     return t;
 }
 
-FrameLayout HeaderTemplate::build(const FrameHeaders& h, std::uint32_t payload_length,
+FrameLayout HeaderTemplate::build(const TransportHeaders& h, std::uint32_t payload_length,
                                   std::span<std::uint8_t> out) const noexcept {
     const OpcodeInfo& info = opcode_info(h.bth.opcode);
     const FrameLayout layout = plan_frame(info, ipv4_, eth_length_, payload_length, out.size());

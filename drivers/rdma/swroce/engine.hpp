@@ -51,11 +51,13 @@ struct Payload {
 
 // ---- tx.cpp ----
 // The BTH of a packet of `qp` towards its peer; emit adds the rest from the QP's template.
-roce::FrameHeaders headers_for(const SwroceQp& qp, roce::Opcode opcode, std::uint32_t psn) noexcept;
+roce::TransportHeaders headers_for(const SwroceQp& qp, roce::Opcode opcode,
+                                   std::uint32_t psn) noexcept;
 // Makes the QP's header template again from its attributes: whenever its peer may have changed.
 void refresh_tx_headers(SwroceQp& qp) noexcept;
 // Builds one frame into the batch; false when no mbuf could be had (counted).
-bool emit(SwroceQp& qp, TxBatch& tx, const roce::FrameHeaders& h, const Payload& payload) noexcept;
+bool emit(SwroceQp& qp, TxBatch& tx, const roce::TransportHeaders& h,
+          const Payload& payload) noexcept;
 // Sends a batch; what the port refuses waits in the group's backlog. False: the backlog is not
 // empty, so make no new frames until it is.
 bool transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept;

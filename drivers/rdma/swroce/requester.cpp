@@ -111,12 +111,13 @@ ReadAsk read_ask(const SendWqe& wqe) noexcept {
 }
 
 // The headers of packet `plan` of `wqe` (a READ: asking for `ask`).
-roce::FrameHeaders request_headers(const SwroceQp& qp, const SendWqe& wqe, const PacketPlan& plan,
-                                   std::uint32_t mtu, ReadAsk ask) noexcept {
+roce::TransportHeaders request_headers(const SwroceQp& qp, const SendWqe& wqe,
+                                       const PacketPlan& plan, std::uint32_t mtu,
+                                       ReadAsk ask) noexcept {
     const bool read = wqe.wr.opcode == rdma::WrOpcode::rdma_read;
     const std::uint32_t psn =
         roce::psn_add(wqe.first_psn, wqe.is_read_or_atomic() ? ask.from : wqe.next_packet);
-    roce::FrameHeaders h = headers_for(qp, plan.opcode, psn);
+    roce::TransportHeaders h = headers_for(qp, plan.opcode, psn);
     const auto& info = roce::opcode_info(plan.opcode);
     h.bth.solicited = plan.last && wqe.wr.flags.has(rdma::send_solicited);
     if (info.has(roce::ExtHeader::reth)) {
@@ -180,7 +181,7 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
     }
     while (wqe.next_packet < segments.packet_count() && !tx.full()) {
         const PacketPlan plan = segments.packet(wqe.next_packet);
-        roce::FrameHeaders h = request_headers(qp, wqe, plan, mtu, read_ask(wqe));
+        roce::TransportHeaders h = request_headers(qp, wqe, plan, mtu, read_ask(wqe));
         if (!in_window(qp, wqe, h.bth.psn)) {
             return false;
         }
@@ -232,7 +233,7 @@ void send_repairs(SwroceQp& qp, TxBatch& tx) noexcept {
             return;
         }
         const PacketPlan plan = Segmenter(wqe.wr.opcode, wqe.length, qp.mtu()).packet(0);
-        roce::FrameHeaders h = request_headers(qp, wqe, plan, qp.mtu(), ask);
+        roce::TransportHeaders h = request_headers(qp, wqe, plan, qp.mtu(), ask);
         h.bth.ack_req = true;
         if (!emit(qp, tx, h, Payload{})) {
             qp.req.repairs_pending = true;

@@ -473,7 +473,7 @@ void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
 }
 
 void send_ack(SwroceQp& qp, TxBatch& tx) noexcept {
-    roce::FrameHeaders h = headers_for(qp, roce::Opcode::rc_acknowledge, qp.resp.ack_psn);
+    roce::TransportHeaders h = headers_for(qp, roce::Opcode::rc_acknowledge, qp.resp.ack_psn);
     h.aeth = {qp.resp.ack_syndrome, qp.resp.msn & roce::psn_mask};
     if (emit(qp, tx, h, Payload{})) {
         qp.resp.ack_pending = false;
@@ -487,7 +487,7 @@ bool send_atomic_response(SwroceQp& qp, TxBatch& tx, ResponderResource& res) noe
     if (tx.full()) {
         return false;
     }
-    roce::FrameHeaders h = headers_for(qp, roce::Opcode::rc_atomic_acknowledge, res.psn);
+    roce::TransportHeaders h = headers_for(qp, roce::Opcode::rc_atomic_acknowledge, res.psn);
     h.aeth = {roce::ack_syndrome(), qp.resp.msn & roce::psn_mask};
     h.atomic_ack_eth = {res.original};
     if (!emit(qp, tx, h, Payload{})) {
@@ -511,7 +511,7 @@ bool send_run(SwroceQp& qp, TxBatch& tx, const ResponderResource& res, ResponseR
                                     : first       ? roce::Opcode::rc_rdma_read_response_first
                                     : last        ? roce::Opcode::rc_rdma_read_response_last
                                                   : roce::Opcode::rc_rdma_read_response_middle;
-        roce::FrameHeaders h = headers_for(qp, opcode, roce::psn_add(res.psn, i));
+        roce::TransportHeaders h = headers_for(qp, opcode, roce::psn_add(res.psn, i));
         h.aeth = {roce::ack_syndrome(), qp.resp.msn & roce::psn_mask};
         const std::uint32_t offset = i * mtu;
         const std::uint32_t length = std::min(mtu, res.length - std::min(res.length, offset));

@@ -66,11 +66,10 @@ roce::FrameHeaders peer_headers(const SwroceQp& qp) noexcept {
 
 } // namespace
 
-roce::FrameHeaders headers_for(const SwroceQp& qp, roce::Opcode opcode,
-                               std::uint32_t psn) noexcept {
+roce::TransportHeaders headers_for(const SwroceQp& qp, roce::Opcode opcode,
+                                   std::uint32_t psn) noexcept {
     // Ethernet, IP and UDP come from the QP's template (emit): only the BTH is filled here.
-    roce::FrameHeaders h;
-    h.ip_version = qp.device->args.ip.is_v4 ? roce::IpVersion::ipv4 : roce::IpVersion::ipv6;
+    roce::TransportHeaders h;
     h.bth.opcode = opcode;
     h.bth.dest_qp = qp.attr.dest_qpn;
     h.bth.psn = psn & roce::psn_mask;
@@ -83,7 +82,8 @@ void refresh_tx_headers(SwroceQp& qp) noexcept {
     }
 }
 
-bool emit(SwroceQp& qp, TxBatch& tx, const roce::FrameHeaders& h, const Payload& payload) noexcept {
+bool emit(SwroceQp& qp, TxBatch& tx, const roce::TransportHeaders& h,
+          const Payload& payload) noexcept {
     SwroceDevice& dev = *qp.device;
     rte_mempool* pool = dev.port.mempool(qp.queue_group);
     rte_mbuf* mbuf = pool != nullptr ? rte_pktmbuf_alloc(pool) : nullptr;
@@ -103,7 +103,7 @@ bool emit(SwroceQp& qp, TxBatch& tx, const roce::FrameHeaders& h, const Payload&
         copy_payload(payload, room.data() + layout.payload_offset);
     }
     roce::finalize_frame(room.first(layout.wire_length), layout);
-    if (h.ip_version == roce::IpVersion::ipv6) {
+    if (!qp.tx_headers.ipv4()) {
         roce::set_ipv6_udp_checksum(room.first(layout.wire_length), layout);
     }
     mbuf->data_len = static_cast<std::uint16_t>(layout.wire_length);

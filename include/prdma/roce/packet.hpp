@@ -107,16 +107,11 @@ inline ParsedFrame parse_roce_frame(std::span<const std::uint8_t> frame,
 
 // ---- Builder ------------------------------------------------------------------------------------
 
-// What the builder writes. Lengths, checksums, the EtherType and the pad count are derived;
-// only the fields marked "used" matter.
-struct FrameHeaders {
-    EthernetHeader eth{};                   // dst, src, vlan, vlan_tci used
-    IpVersion ip_version = IpVersion::ipv4; // picks ipv4 or ipv6 below
-    Ipv4Header ipv4{};                      // tos, identification, ttl, src, dst used
-    Ipv6Header ipv6{};                      // traffic_class, flow_label, hop_limit, src, dst used
-    std::uint16_t udp_src_port = 0xc000;    // per-QP entropy; destination 4791, checksum 0
-    Bth bth{};                              // everything but pad_count used
-    // The extension headers the opcode needs are taken from here; the others are ignored.
+// The headers from the BTH on: all that differs between the frames of one QP (a HeaderTemplate
+// holds the rest). The extension headers the opcode needs are taken from here; the others are
+// ignored.
+struct TransportHeaders {
+    Bth bth{}; // everything but pad_count used
     Reth reth{};
     Aeth aeth{};
     AtomicEth atomic_eth{};
@@ -124,6 +119,16 @@ struct FrameHeaders {
     Deth deth{};
     std::uint32_t immediate = 0;
     std::uint32_t invalidate_rkey = 0;
+};
+
+// What the builder writes. Lengths, checksums, the EtherType and the pad count are derived;
+// only the fields marked "used" matter.
+struct FrameHeaders : TransportHeaders {
+    EthernetHeader eth{};                   // dst, src, vlan, vlan_tci used
+    IpVersion ip_version = IpVersion::ipv4; // picks ipv4 or ipv6 below
+    Ipv4Header ipv4{};                      // tos, identification, ttl, src, dst used
+    Ipv6Header ipv6{};                      // traffic_class, flow_label, hop_limit, src, dst used
+    std::uint16_t udp_src_port = 0xc000;    // per-QP entropy; destination 4791, checksum 0
 };
 
 enum class BuildError : std::uint8_t {
@@ -166,8 +171,9 @@ public:
     // Byte for byte what build_frame_headers(h, payload_length, out) writes when `h` has the
     // Ethernet, IP and UDP fields this template was made from; the BTH and extension headers
     // come from `h`, everything before them from the template.
-    FrameLayout build(const FrameHeaders& h, std::uint32_t payload_length,
+    FrameLayout build(const TransportHeaders& h, std::uint32_t payload_length,
                       std::span<std::uint8_t> out) const noexcept;
+    [[nodiscard]] bool ipv4() const noexcept { return ipv4_; }
 
 private:
     std::array<std::uint8_t, 18 + 40 + 8> bytes_{}; // Ethernet (a VLAN tag at most), IP, UDP
