@@ -3,6 +3,8 @@
 // in the way:
 //   BM_PostPollWrite   post one signaled WRITE on A and poll until its completion (B's engine
 //                      answers in the same loop): the whole RC round trip in software
+//   BM_WriteBurst      32 WRITEs in one post, then both engines polled until the last completes:
+//                      the streaming case (bursts each way, one ACK), per WRITE
 //   BM_PostWriteDeferred / BM_PollEmpty   the API costs alone: queueing a WR, polling an empty CQ
 //   BM_FastRegPost32   post a FAST_REG of 32 pages and the LOCAL_INV that frees the region again,
 //                      and poll both completions
@@ -211,6 +213,40 @@ void BM_PostPollWrite(benchmark::State& state) {
     state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * size);
 }
 BENCHMARK(BM_PostPollWrite)->Arg(8)->Arg(64)->Arg(4096);
+
+// The streaming case write_bw is made of: 32 WRITEs in one post (the last signalled), then
+// both engines polled until its completion. Bursts of frames each way, one coalesced ACK; the
+// time and the items are per WRITE.
+void BM_WriteBurst(benchmark::State& state) {
+    if (!ready(state)) {
+        return;
+    }
+    Side& a = *bed().a;
+    Side& b = *bed().b;
+    const auto size = static_cast<std::uint32_t>(state.range(0));
+    constexpr std::size_t burst = 32;
+    std::array<SendWr, burst> wrs{};
+    for (std::size_t i = 0; i < burst; ++i) {
+        SendWr& wr = wrs[i];
+        wr.opcode = WrOpcode::rdma_write;
+        wr.flags = size <= 128 ? SendFlags(send_inline) : SendFlags();
+        wr.num_sge = 1;
+        wr.sge = {a.addr() + i * size, size, a.mr.lkey()};
+        wr.rdma.remote_addr = b.addr() + i * size;
+        wr.rdma.rkey = b.mr.rkey();
+    }
+    wrs[burst - 1].flags |= send_signaled;
+    for (auto _ : state) {
+        if (post_send(a.qp, {wrs.data(), burst}) != burst ||
+            complete_one(a, b) != WcStatus::success) {
+            state.SkipWithError("WRITE burst failed");
+            return;
+        }
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * burst));
+    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * burst * size));
+}
+BENCHMARK(BM_WriteBurst)->Arg(64);
 
 // Queueing one WR without ringing (NDK defer), then one ring for 64 of them: the post path alone.
 void BM_PostWriteDeferred(benchmark::State& state) {
