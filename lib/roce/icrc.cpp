@@ -222,14 +222,17 @@ PRDMA_ROCE_TARGET_CLMUL inline __m128i first_block(std::uint32_t state,
     return _mm_xor_si128(load128(p), _mm_cvtsi32_si128(static_cast<int>(state)));
 }
 
-// The r bytes at p (0 < r < 16) after the block x0: the 16 + r bytes are taken as r leading
-// bytes, zero-extended to a block (leading zeros add nothing to a remainder from state 0), and
-// the last 16, folded once. Two overlapping loads from a scratch do the byte shifts.
+// The r bytes at p (0 < r < 16) after the block x0, which was read from the 16 bytes before p:
+// the 16 + r bytes are taken as r leading bytes, zero-extended to a block (leading zeros add
+// nothing to a remainder from state 0), and the last 16, folded once. Overlapping stores and
+// loads on a scratch do the byte shifts: the block ending at p + r goes in first, x0 over its
+// head, so the scratch holds zeros, x0, then p's r bytes.
 PRDMA_ROCE_TARGET_CLMUL inline __m128i fold_partial(__m128i x0, const std::uint8_t* p,
                                                     std::size_t r) noexcept {
-    alignas(16) std::array<std::uint8_t, 48> buffer{};
+    alignas(16) std::array<std::uint8_t, 48> buffer;
+    _mm_store_si128(reinterpret_cast<__m128i*>(buffer.data()), _mm_setzero_si128());
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(buffer.data() + 16 + r), load128(p + r - 16));
     _mm_store_si128(reinterpret_cast<__m128i*>(buffer.data() + 16), x0);
-    std::copy(p, p + r, buffer.begin() + 32);
     const __m128i head = load128(buffer.data() + r);      // 16 - r zeros, x0's first r bytes
     const __m128i last = load128(buffer.data() + 16 + r); // x0's other bytes, then p's
     return fold(head, constant_pair(k_fold1_lo, k_fold1_hi), last);

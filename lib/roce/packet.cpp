@@ -325,16 +325,24 @@ bool parse_common(std::span<const std::uint8_t> frame, ParsedFrame& out,
         (options.verify_icrc && compute_icrc({ip, total}, options.crc_path) != icrc)) {
         return false;
     }
-    // Accepted: every field, as the full parser fills it.
-    decode_ethernet(frame, out.eth);
-    if (ip_header_length == ipv4_header_size) {
-        out.ip_version = IpVersion::ipv4;
-        (void)decode_ipv4({ip, ipv4_header_size}, out.ipv4, false);
+    // Accepted: every field, as the full parser fills it, or what a transport reads.
+    const bool ipv4 = ip_header_length == ipv4_header_size;
+    out.ip_version = ipv4 ? IpVersion::ipv4 : IpVersion::ipv6;
+    if (options.transport_fields_only) {
+        if (ipv4) {
+            out.ipv4.src = load_be32(ip + 12);
+        } else {
+            std::copy(ip + 8, ip + 24, out.ipv6.src.begin());
+        }
     } else {
-        out.ip_version = IpVersion::ipv6;
-        (void)decode_ipv6({ip, ipv6_header_size}, out.ipv6);
+        decode_ethernet(frame, out.eth);
+        if (ipv4) {
+            (void)decode_ipv4({ip, ipv4_header_size}, out.ipv4, false);
+        } else {
+            (void)decode_ipv6({ip, ipv6_header_size}, out.ipv6);
+        }
+        (void)decode_udp({udp, udp_header_size}, out.udp);
     }
-    (void)decode_udp({udp, udp_header_size}, out.udp);
     (void)decode_bth({ib, bth_size}, out.bth);
     out.info = &info;
     for (std::size_t i = 0; i < info.ext_count; ++i) {

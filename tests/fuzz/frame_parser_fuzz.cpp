@@ -142,6 +142,15 @@ void check_frame(std::span<const std::uint8_t> frame) {
             roce::parse_roce_frame_full(frame, full, options)) {
             fail("the fixed-offset path and the full parser disagree", fast);
         }
+        roce::ParseOptions transport = options;
+        transport.transport_fields_only = true;
+        roce::ParsedFrame lean;
+        if (roce::parse_roce_frame(frame, lean, transport) != full.error ||
+            (lean.ok() && (!(lean.bth == full.bth) || lean.info != full.info ||
+                           lean.payload.data() != full.payload.data() ||
+                           lean.payload.size() != full.payload.size() || lean.icrc != full.icrc))) {
+            fail("the transport fields differ from the full parser's", lean);
+        }
         if (fast.ok() && (!same_fields(fast, full) || fast.icrc != full.icrc ||
                           fast.ip_datagram.data() != full.ip_datagram.data() ||
                           fast.ip_datagram.size() != full.ip_datagram.size())) {

@@ -45,6 +45,7 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
     roce::ParseOptions options;
     options.verify_icrc = !handed_over;
     options.verify_ipv4_checksum = !handed_over;
+    options.transport_fields_only = true; // the roles read no Ethernet or UDP field
     if (roce::parse_roce_frame(bytes, frame, options) != roce::ParseError::ok) {
         if (frame.error == roce::ParseError::not_ip && group != 0 &&
             dev.groups[0]->handover != nullptr &&

@@ -53,6 +53,11 @@ struct ParseOptions {
     bool verify_ipv4_checksum = true; // off when the port already checked it (RX offload flag)
     bool verify_icrc = true;
     CrcPath crc_path = CrcPath::automatic;
+    // What a transport engine reads, no more: on a frame of the common shape (parse_roce_frame)
+    // only ip_version, the IP source, the BTH, the opcode's extension headers, the offsets, the
+    // datagram and payload spans and the ICRC are filled; eth, udp and the other IP fields are
+    // left as they were. Every check is made all the same.
+    bool transport_fields_only = false;
 };
 
 // Everything a frame says. On an error, the layers before the failing one are filled in and the

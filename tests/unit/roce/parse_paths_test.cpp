@@ -2,7 +2,8 @@
 // offsets and hands everything else to parse_roce_frame_full. For built frames of every opcode,
 // IP version, tag and pad, for each of them with every single byte changed, for random frames
 // steered past the first checks and for Linux rxe's captured frames, both parsers must return the
-// same error and, on success, the same value in every field the frame defines.
+// same error and, on success, the same value in every field the frame defines (with
+// transport_fields_only, in every field a transport reads).
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -98,6 +99,42 @@ void expect_same(const Bytes& frame, const ParseOptions& options = {}) {
     EXPECT_EQ(fast.icrc, full.icrc);
 }
 
+// transport_fields_only: the same verdict, and the same value in every field a transport reads.
+void expect_same_transport_fields(const Bytes& frame, bool verify = true) {
+    ParsedFrame lean;
+    ParsedFrame full;
+    const ParseOptions checks{.verify_ipv4_checksum = verify, .verify_icrc = verify};
+    ParseOptions transport = checks;
+    transport.transport_fields_only = true;
+    const ParseError a = parse_roce_frame(frame, lean, transport);
+    const ParseError b = parse_roce_frame_full(frame, full, checks);
+    ASSERT_EQ(parse_error_name(a), parse_error_name(b));
+    if (a != ParseError::ok) {
+        return;
+    }
+    ASSERT_EQ(lean.ip_version, full.ip_version);
+    if (lean.ip_version == IpVersion::ipv4) {
+        EXPECT_EQ(lean.ipv4.src, full.ipv4.src);
+    } else {
+        EXPECT_EQ(lean.ipv6.src, full.ipv6.src);
+    }
+    EXPECT_EQ(lean.bth, full.bth);
+    ASSERT_EQ(lean.info, full.info);
+    EXPECT_TRUE(!lean.has(ExtHeader::reth) || lean.reth == full.reth);
+    EXPECT_TRUE(!lean.has(ExtHeader::aeth) || lean.aeth == full.aeth);
+    EXPECT_TRUE(!lean.has(ExtHeader::atomic_eth) || lean.atomic_eth == full.atomic_eth);
+    EXPECT_TRUE(!lean.has(ExtHeader::atomic_ack_eth) || lean.atomic_ack_eth == full.atomic_ack_eth);
+    EXPECT_TRUE(!lean.has(ExtHeader::immdt) || lean.immediate == full.immediate);
+    EXPECT_TRUE(!lean.has(ExtHeader::ieth) || lean.invalidate_rkey == full.invalidate_rkey);
+    EXPECT_EQ(lean.bth_offset, full.bth_offset);
+    EXPECT_EQ(lean.payload_offset, full.payload_offset);
+    EXPECT_EQ(lean.ip_datagram.data(), full.ip_datagram.data());
+    EXPECT_EQ(lean.ip_datagram.size(), full.ip_datagram.size());
+    EXPECT_EQ(lean.payload.data(), full.payload.data());
+    EXPECT_EQ(lean.payload.size(), full.payload.size());
+    EXPECT_EQ(lean.icrc, full.icrc);
+}
+
 std::vector<Bytes> built_frames() {
     std::vector<Bytes> frames;
     for (unsigned op = 0; op < 256; ++op) {
@@ -128,6 +165,8 @@ TEST(ParsePaths, BuiltFramesOfEveryShape) {
         ASSERT_EQ(parse_roce_frame(f, p), ParseError::ok);
         expect_same(f);
         expect_same(f, {.verify_ipv4_checksum = false, .verify_icrc = false});
+        expect_same_transport_fields(f);
+        expect_same_transport_fields(f, false);
     }
 }
 
@@ -140,6 +179,7 @@ TEST(ParsePaths, EverySingleByteChanged) {
                 f[i] = static_cast<std::uint8_t>(f[i] ^ flip);
                 expect_same(f);
                 expect_same(f, {.verify_ipv4_checksum = false, .verify_icrc = false});
+                expect_same_transport_fields(f);
                 if (::testing::Test::HasFailure()) {
                     FAIL() << "byte " << i << " ^ " << int{flip} << " of a " << original.size()
                            << "-byte frame";
@@ -178,7 +218,9 @@ TEST(ParsePaths, RandomFramesSteeredPastTheFirstChecks) {
         if (f.size() >= 44 && rng() % 2 == 0) {
             f[43] = static_cast<std::uint8_t>(f[43] & 0xf0U); // tver 0
         }
-        expect_same(f, {.verify_ipv4_checksum = true, .verify_icrc = rng() % 2 == 0});
+        const bool verify = rng() % 2 == 0;
+        expect_same(f, {.verify_ipv4_checksum = true, .verify_icrc = verify});
+        expect_same_transport_fields(f, verify);
         if (::testing::Test::HasFailure()) {
             FAIL() << "random frame " << i;
         }
@@ -192,6 +234,7 @@ TEST(ParsePaths, LinuxRxeCaptures) {
     for (const captures::Capture& c : loaded.captures) {
         for (const auto& record : c.file.records) {
             expect_same(record.data);
+            expect_same_transport_fields(record.data);
             ++frames;
         }
     }
