@@ -492,7 +492,16 @@ FrameLayout HeaderTemplate::build(const TransportHeaders& h, std::uint32_t paylo
         return layout;
     }
     const std::size_t fixed = std::size_t{eth_length_} + ip_header_length_ + udp_header_size;
-    std::memcpy(out.data(), bytes_.data(), fixed);
+    // Untagged IPv4 and IPv6, as constant-length copies (a few moves, not a call).
+    constexpr std::size_t ipv4_fixed = ethernet_header_size + ipv4_header_size + udp_header_size;
+    constexpr std::size_t ipv6_fixed = ethernet_header_size + ipv6_header_size + udp_header_size;
+    if (fixed == ipv4_fixed) {
+        std::memcpy(out.data(), bytes_.data(), ipv4_fixed);
+    } else if (fixed == ipv6_fixed) {
+        std::memcpy(out.data(), bytes_.data(), ipv6_fixed);
+    } else {
+        std::memcpy(out.data(), bytes_.data(), fixed);
+    }
     std::uint8_t* ip = out.data() + eth_length_;
     const std::uint32_t ip_length = layout.frame_length - layout.ip_offset;
     const auto udp_length = static_cast<std::uint16_t>(ip_length - ip_header_length_);

@@ -1,13 +1,17 @@
 // Big- and little-endian loads and stores on byte pointers, for the RoCEv2 wire format.
 //
-// Every header is read and written one byte at a time through std::uint8_t, which may alias
-// anything: no packed structs, no reinterpret_cast of a frame to a header type, no alignment
-// assumption. GCC and Clang turn each of these into one load or store plus a byte swap.
+// Every header is read and written through std::uint8_t pointers: no packed structs, no
+// reinterpret_cast of a frame to a header type, no alignment assumption. Loads are composed from
+// bytes, which GCC and Clang turn into one load and a byte swap. Stores are one memcpy of the
+// swapped value at run time (GCC does not merge the byte stores of a value built from bit
+// fields) and bytes in constant evaluation.
 //
 // The pointer forms do no bounds checks; callers check the span length once per header.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 namespace prdma::roce {
 
@@ -30,6 +34,11 @@ constexpr std::uint32_t load_le32(const std::uint8_t* p) noexcept {
 }
 
 constexpr void store_be16(std::uint8_t* p, std::uint16_t v) noexcept {
+    if (!std::is_constant_evaluated()) {
+        const auto be = static_cast<std::uint16_t>(__builtin_bswap16(v));
+        std::memcpy(p, &be, sizeof(be));
+        return;
+    }
     p[0] = static_cast<std::uint8_t>(v >> 8);
     p[1] = static_cast<std::uint8_t>(v);
 }
@@ -39,12 +48,22 @@ constexpr void store_be24(std::uint8_t* p, std::uint32_t v) noexcept {
     p[2] = static_cast<std::uint8_t>(v);
 }
 constexpr void store_be32(std::uint8_t* p, std::uint32_t v) noexcept {
+    if (!std::is_constant_evaluated()) {
+        const std::uint32_t be = __builtin_bswap32(v);
+        std::memcpy(p, &be, sizeof(be));
+        return;
+    }
     p[0] = static_cast<std::uint8_t>(v >> 24);
     p[1] = static_cast<std::uint8_t>(v >> 16);
     p[2] = static_cast<std::uint8_t>(v >> 8);
     p[3] = static_cast<std::uint8_t>(v);
 }
 constexpr void store_be64(std::uint8_t* p, std::uint64_t v) noexcept {
+    if (!std::is_constant_evaluated()) {
+        const std::uint64_t be = __builtin_bswap64(v);
+        std::memcpy(p, &be, sizeof(be));
+        return;
+    }
     store_be32(p, static_cast<std::uint32_t>(v >> 32));
     store_be32(p + 4, static_cast<std::uint32_t>(v));
 }

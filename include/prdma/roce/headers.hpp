@@ -358,15 +358,15 @@ inline std::size_t encode_bth(const Bth& h, std::span<std::uint8_t> out) noexcep
     if (out.size() < bth_size) {
         return 0;
     }
+    // Three whole words: byte stores of bit fields are not merged into one store by the
+    // compiler, and this runs for every frame sent.
     std::uint8_t* p = out.data();
-    p[0] = static_cast<std::uint8_t>(h.opcode);
-    p[1] = static_cast<std::uint8_t>((h.solicited ? 0x80U : 0U) | (h.migreq ? 0x40U : 0U) |
-                                     ((h.pad_count & 0x3U) << 4) | (h.tver & 0x0fU));
-    store_be16(p + 2, h.pkey);
-    p[4] = static_cast<std::uint8_t>((h.fecn ? 0x80U : 0U) | (h.becn ? 0x40U : 0U));
-    store_be24(p + 5, h.dest_qp);
-    p[8] = h.ack_req ? 0x80 : 0x00;
-    store_be24(p + 9, h.psn);
+    const std::uint32_t flags = (h.solicited ? 0x80U : 0U) | (h.migreq ? 0x40U : 0U) |
+                                ((h.pad_count & 0x3U) << 4) | (h.tver & 0x0fU);
+    store_be32(p, (static_cast<std::uint32_t>(h.opcode) << 24) | (flags << 16) | h.pkey);
+    store_be32(p + 4,
+               (h.fecn ? 0x80000000U : 0U) | (h.becn ? 0x40000000U : 0U) | (h.dest_qp & qpn_mask));
+    store_be32(p + 8, (h.ack_req ? 0x80000000U : 0U) | (h.psn & qpn_mask));
     return bth_size;
 }
 
