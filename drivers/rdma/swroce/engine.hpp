@@ -58,6 +58,9 @@ void refresh_tx_headers(SwroceQp& qp) noexcept;
 // Builds one frame into the batch; false when no mbuf could be had (counted).
 bool emit(SwroceQp& qp, TxBatch& tx, const roce::TransportHeaders& h,
           const Payload& payload) noexcept;
+// The QP's ACK or NAK for `psn` into the batch, from its prebuilt frame (AckFrame); false when
+// no mbuf could be had (counted) or the QP has no peer yet.
+bool emit_ack(SwroceQp& qp, TxBatch& tx, std::uint32_t psn, const roce::Aeth& aeth) noexcept;
 // Sends a batch; what the port refuses waits in the group's backlog. False: the backlog is not
 // empty, so make no new frames until it is.
 bool transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept;

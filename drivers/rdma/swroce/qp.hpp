@@ -214,6 +214,14 @@ struct ResponderState {
     std::uint8_t ack_syndrome = 0;
 };
 
+// A QP's ACK, whole, made from its template whenever its peer may have changed: only the PSN,
+// the AETH and the ICRC differ from one ACK to the next, so sending one is a copy, two words
+// and the ICRC (emit_ack), not a header build.
+struct AckFrame {
+    std::array<std::uint8_t, 96> bytes{}; // the longest: tagged IPv6, 86 bytes
+    roce::FrameLayout layout;             // not ok() until the QP has a peer
+};
+
 struct SwroceQp {
     SwroceDevice* device = nullptr;
     QpCounters counters;
@@ -227,6 +235,7 @@ struct SwroceQp {
     rdma::QpAttr attr{}; // the QP's state, its peer (GID, MAC, QPN), timers and limits
     // The Ethernet, IP and UDP headers of its frames, from `attr` (refresh_tx_headers).
     roce::HeaderTemplate tx_headers;
+    AckFrame ack_frame; // from tx_headers (refresh_tx_headers)
     WorkRing<RecvWqe> receive_queue;
     WorkRing<SendWqe> send_queue;
     RequesterState req;

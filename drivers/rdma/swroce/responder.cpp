@@ -473,9 +473,7 @@ void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
 }
 
 void send_ack(SwroceQp& qp, TxBatch& tx) noexcept {
-    roce::TransportHeaders h = headers_for(qp, roce::Opcode::rc_acknowledge, qp.resp.ack_psn);
-    h.aeth = {qp.resp.ack_syndrome, qp.resp.msn & roce::psn_mask};
-    if (emit(qp, tx, h, Payload{})) {
+    if (emit_ack(qp, tx, qp.resp.ack_psn, {qp.resp.ack_syndrome, qp.resp.msn & roce::psn_mask})) {
         qp.resp.ack_pending = false;
     }
 }

@@ -77,18 +77,50 @@ roce::TransportHeaders headers_for(const SwroceQp& qp, roce::Opcode opcode,
 }
 
 void refresh_tx_headers(SwroceQp& qp) noexcept {
-    if (qp.has_peer_mac()) {
-        qp.tx_headers = roce::HeaderTemplate::make(peer_headers(qp));
+    if (!qp.has_peer_mac()) {
+        return;
     }
+    qp.tx_headers = roce::HeaderTemplate::make(peer_headers(qp));
+    const roce::TransportHeaders ack = headers_for(qp, roce::Opcode::rc_acknowledge, 0);
+    qp.ack_frame.layout = qp.tx_headers.build(ack, 0, qp.ack_frame.bytes);
 }
 
-bool emit(SwroceQp& qp, TxBatch& tx, const roce::TransportHeaders& h,
-          const Payload& payload) noexcept {
+namespace {
+
+// An mbuf of the QP's group for a frame, or nullptr (counted).
+rte_mbuf* frame_mbuf(SwroceQp& qp) noexcept {
     SwroceDevice& dev = *qp.device;
     rte_mempool* pool = dev.port.mempool(qp.queue_group);
     rte_mbuf* mbuf = pool != nullptr ? rte_pktmbuf_alloc(pool) : nullptr;
     if (PRDMA_UNLIKELY(mbuf == nullptr)) {
         ++dev.counters_of(qp).tx_no_mbuf;
+    }
+    return mbuf;
+}
+
+// Pad, ICRC (and the IPv6 UDP checksum) over a frame whose headers and payload are in place; it
+// joins the batch.
+void finish_frame(SwroceQp& qp, TxBatch& tx, rte_mbuf* mbuf, const roce::FrameLayout& layout,
+                  std::uint32_t payload_length) noexcept {
+    const std::span<std::uint8_t> frame(rte_pktmbuf_mtod(mbuf, std::uint8_t*), layout.wire_length);
+    roce::finalize_frame(frame, layout);
+    if (!qp.tx_headers.ipv4()) {
+        roce::set_ipv6_udp_checksum(frame, layout);
+    }
+    mbuf->data_len = static_cast<std::uint16_t>(layout.wire_length);
+    mbuf->pkt_len = layout.wire_length;
+    tx.mbufs[tx.count++] = mbuf;
+    ++qp.device->counters_of(qp).tx_packets;
+    ++qp.counters.tx_packets;
+    qp.counters.tx_bytes += payload_length;
+}
+
+} // namespace
+
+bool emit(SwroceQp& qp, TxBatch& tx, const roce::TransportHeaders& h,
+          const Payload& payload) noexcept {
+    rte_mbuf* mbuf = frame_mbuf(qp);
+    if (PRDMA_UNLIKELY(mbuf == nullptr)) {
         return false;
     }
     const std::span<std::uint8_t> room(rte_pktmbuf_mtod(mbuf, std::uint8_t*),
@@ -102,16 +134,30 @@ bool emit(SwroceQp& qp, TxBatch& tx, const roce::TransportHeaders& h,
     if (payload.length > 0) {
         copy_payload(payload, room.data() + layout.payload_offset);
     }
-    roce::finalize_frame(room.first(layout.wire_length), layout);
-    if (!qp.tx_headers.ipv4()) {
-        roce::set_ipv6_udp_checksum(room.first(layout.wire_length), layout);
+    finish_frame(qp, tx, mbuf, layout, payload.length);
+    return true;
+}
+
+bool emit_ack(SwroceQp& qp, TxBatch& tx, std::uint32_t psn, const roce::Aeth& aeth) noexcept {
+    const AckFrame& ack = qp.ack_frame;
+    if (PRDMA_UNLIKELY(!ack.layout.ok())) {
+        return false; // no peer yet: nothing to acknowledge to
     }
-    mbuf->data_len = static_cast<std::uint16_t>(layout.wire_length);
-    mbuf->pkt_len = layout.wire_length;
-    tx.mbufs[tx.count++] = mbuf;
-    ++dev.counters_of(qp).tx_packets;
-    ++qp.counters.tx_packets;
-    qp.counters.tx_bytes += payload.length;
+    rte_mbuf* mbuf = frame_mbuf(qp);
+    if (PRDMA_UNLIKELY(mbuf == nullptr)) {
+        return false;
+    }
+    std::uint8_t* frame = rte_pktmbuf_mtod(mbuf, std::uint8_t*);
+    // A data room holds any frame of the port's MTU: the whole array fits.
+    std::memcpy(frame, ack.bytes.data(), ack.bytes.size());
+    std::uint8_t* bth = frame + ack.layout.payload_offset - roce::bth_size - roce::aeth_size;
+    roce::Bth header;
+    header.opcode = roce::Opcode::rc_acknowledge;
+    header.dest_qp = qp.attr.dest_qpn;
+    header.psn = psn & roce::psn_mask;
+    roce::encode_bth(header, {bth, roce::bth_size});
+    roce::encode_aeth(aeth, {bth + roce::bth_size, roce::aeth_size});
+    finish_frame(qp, tx, mbuf, ack.layout, 0);
     return true;
 }
 

@@ -4,8 +4,10 @@
 // are answered by the frames send_responses() builds, and a duplicate is answered again from its
 // responder resource, never executed twice.
 #include <cstring>
+#include <vector>
 
 #include <gtest/gtest.h>
+#include <rte_mbuf.h>
 
 #include <prdma/roce/psn.hpp>
 
@@ -476,4 +478,37 @@ TEST_F(AtomicResponderTest, AMisalignedAtomicIsAnInvalidRequestThatChangesNothin
 }
 
 } // namespace
+// An ACK is copied from the QP's prebuilt frame and patched (emit_ack); it must be, byte for
+// byte, the frame the header builder makes for the same PSN and AETH, ACKs and NAKs alike, and
+// still after a modify that changes the peer's QPN.
+TEST_F(ResponderRoleTest, APrebuiltAckIsByteForByteTheBuiltOne) {
+    const auto frame_bytes = [](const TxBatch& tx) {
+        const rte_mbuf* m = tx.mbufs[0];
+        const auto* data = rte_pktmbuf_mtod(m, const std::uint8_t*);
+        return std::vector<std::uint8_t>(data, data + rte_pktmbuf_data_len(m));
+    };
+    struct Case {
+        std::uint32_t psn;
+        roce::Aeth aeth;
+    };
+    for (const Case& c :
+         {Case{rq_psn, {roce::ack_syndrome(), 7}},
+          Case{0xffffff, {roce::nak_syndrome(roce::NakCode::psn_sequence_error), 0x123456}},
+          Case{0, {roce::rnr_nak_syndrome(12), 0}},
+          Case{0x1234567, {roce::nak_syndrome(roce::NakCode::remote_access_error), 0xffffff}}}) {
+        TxBatch built;
+        roce::TransportHeaders h = headers_for(qp(), Opcode::rc_acknowledge, c.psn);
+        h.aeth = c.aeth;
+        ASSERT_TRUE(emit(qp(), built, h, Payload{}));
+        TxBatch prebuilt;
+        ASSERT_TRUE(emit_ack(qp(), prebuilt, c.psn, c.aeth));
+        EXPECT_EQ(frame_bytes(prebuilt), frame_bytes(built)) << "PSN " << c.psn;
+        const SentFrames a = SentFrames::take(built);
+        const SentFrames b = SentFrames::take(prebuilt);
+        ASSERT_EQ(b.size(), 1U);
+        EXPECT_EQ(b[0].bth.psn, c.psn & roce::psn_mask);
+        EXPECT_EQ(b[0].aeth, c.aeth);
+    }
+}
+
 } // namespace prdma::swroce::test
