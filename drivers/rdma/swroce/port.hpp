@@ -78,8 +78,9 @@ public:
     static constexpr unsigned mempool_cache_size = 256;
     // Lcores that take mbufs from a group's pool: its owner and the control lcore (ARP).
     static constexpr unsigned mempool_lcores = 2;
-    // mbufs the driver holds outside the port at once: an rx burst and a tx burst being built.
-    static constexpr unsigned mbufs_held_by_driver = 2 * 64;
+    // mbufs the driver holds outside the port at once: an rx burst, a tx burst being built and
+    // the group's stash of mbufs taken in bulk for the next frames.
+    static constexpr unsigned mbufs_held_by_driver = 2 * 64 + 32;
     static constexpr std::uint16_t mbuf_data_room = RTE_PKTMBUF_HEADROOM + max_roce_frame_size;
 
     // Pool size for a queue group: every rx descriptor holds an mbuf, every tx descriptor may

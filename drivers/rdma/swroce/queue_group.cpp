@@ -13,8 +13,8 @@ namespace prdma::swroce {
 namespace {
 
 // The rx burst, and the frames other groups received for our QPs (and, on group 0, possible ARP).
-// One parsed-frame scratch serves the whole burst, the next frame's headers are fetched while this
-// one is handled, and what is done with goes back to the pool in one call.
+// The group's parsed-frame scratch serves every frame, the next frame's headers are fetched while
+// this one is handled, and what is done with goes back to the pool in one call.
 void receive(SwroceDevice& dev, unsigned group, RxBurst& burst, std::uint64_t now) noexcept {
     QueueGroupState& state = *dev.groups[group];
     std::uint16_t received = burst.count;
@@ -24,7 +24,7 @@ void receive(SwroceDevice& dev, unsigned group, RxBurst& burst, std::uint64_t no
     }
     std::array<rte_mbuf*, std::size_t{2} * burst_size> done; // only [0, freed) is read
     unsigned freed = 0;
-    roce::ParsedFrame frame;
+    roce::ParsedFrame& frame = state.rx_frame;
     for (std::uint16_t i = 0; i < received; ++i) {
         if (i + 1 < received) {
             rte_prefetch0(rte_pktmbuf_mtod(burst.mbufs[i + 1], const void*));

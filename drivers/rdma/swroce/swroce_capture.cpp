@@ -32,6 +32,8 @@ SwroceDevice::~SwroceDevice() {
             rte_pktmbuf_free(group->tx_backlog[i]); // frames that never went out
         }
         group->tx_backlog_count = 0;
+        rte_pktmbuf_free_bulk(group->mbuf_stash.data(), group->mbuf_stash_count);
+        group->mbuf_stash_count = 0;
         if (group->handover != nullptr) {
             // Frames still in a ring go back to their pools before the port (and pools) close.
             rte_mbuf* mbuf = nullptr;

@@ -92,6 +92,11 @@ struct QueueGroupState {
     // retransmissions.
     std::array<rte_mbuf*, 128> tx_backlog{};
     std::uint16_t tx_backlog_count = 0;
+    // mbufs for the frames this group makes, taken from its pool in bulk (tx.cpp frame_mbuf).
+    std::array<rte_mbuf*, 32> mbuf_stash{};
+    std::uint16_t mbuf_stash_count = 0;
+    // The burst's parsed-frame scratch, made once: a ParsedFrame zeroes ~270 bytes when built.
+    roce::ParsedFrame rx_frame;
     // GroupRequests for the owner: any control thread enqueues, only the owner dequeues.
     ::rte_ring* control = nullptr;
     // QP events the data path recorded ((type << 24) | qpn), raised by control_progress.

@@ -87,13 +87,23 @@ void refresh_tx_headers(SwroceQp& qp) noexcept {
 
 namespace {
 
-// An mbuf of the QP's group for a frame, or nullptr (counted).
+// An mbuf of the QP's group for a frame, or nullptr (counted). The group takes them from its
+// pool a stash at a time; a pool too short for a whole stash still gives single ones.
 rte_mbuf* frame_mbuf(SwroceQp& qp) noexcept {
     SwroceDevice& dev = *qp.device;
+    QueueGroupState& state = *dev.groups[qp.queue_group];
+    if (PRDMA_LIKELY(state.mbuf_stash_count != 0)) {
+        return state.mbuf_stash[--state.mbuf_stash_count];
+    }
     rte_mempool* pool = dev.port.mempool(qp.queue_group);
+    if (pool != nullptr &&
+        rte_pktmbuf_alloc_bulk(pool, state.mbuf_stash.data(), state.mbuf_stash.size()) == 0) {
+        state.mbuf_stash_count = static_cast<std::uint16_t>(state.mbuf_stash.size() - 1);
+        return state.mbuf_stash[state.mbuf_stash_count];
+    }
     rte_mbuf* mbuf = pool != nullptr ? rte_pktmbuf_alloc(pool) : nullptr;
     if (PRDMA_UNLIKELY(mbuf == nullptr)) {
-        ++dev.counters_of(qp).tx_no_mbuf;
+        ++state.counters.tx_no_mbuf;
     }
     return mbuf;
 }
