@@ -33,8 +33,12 @@ void receive(SwroceDevice& dev, unsigned group, RxBurst& burst, std::uint64_t no
             done[freed++] = burst.mbufs[i];
         }
     }
-    const unsigned handed = rte_ring_dequeue_burst(
-        state.handover, reinterpret_cast<void**>(burst.mbufs.data()), burst_size, nullptr);
+    // Only another group hands frames over: a device with one group skips its ring.
+    const unsigned handed =
+        dev.groups.size() == 1
+            ? 0
+            : rte_ring_dequeue_burst(state.handover, reinterpret_cast<void**>(burst.mbufs.data()),
+                                     burst_size, nullptr);
     for (unsigned i = 0; i < handed; ++i) {
         const std::span<const std::uint8_t> bytes(
             rte_pktmbuf_mtod(burst.mbufs[i], const std::uint8_t*),
@@ -63,7 +67,7 @@ bool nothing_to_do(SwroceDevice& dev, unsigned group, const RxBurst& burst) noex
     QueueGroupState& state = *dev.groups[group];
     if (burst.count != 0 || state.tx_backlog_count != 0 || state.work_left ||
         state.rx_faults.active() || state.tx_faults.active() ||
-        rte_ring_count(state.handover) != 0) {
+        (dev.groups.size() > 1 && rte_ring_count(state.handover) != 0)) {
         state.idle_polls = 0;
         return false;
     }
