@@ -13,42 +13,12 @@
 #include <prdma/roce/packet.hpp>
 
 #include "captures.hpp"
+#include "sample_headers.hpp"
 
 namespace prdma::roce {
 namespace {
 
 using Bytes = std::vector<std::uint8_t>;
-
-FrameHeaders headers(Opcode opcode, IpVersion version, bool vlan) {
-    FrameHeaders h;
-    h.eth.dst = {0x02, 0, 0, 0, 0, 0x21};
-    h.eth.src = {0x02, 0, 0, 0, 0, 0x22};
-    h.eth.vlan = vlan;
-    h.eth.vlan_tci = 0x2005;
-    h.ip_version = version;
-    h.ipv4.tos = 0x68;
-    h.ipv4.identification = 0x4321;
-    h.ipv4.src = 0x0a000001;
-    h.ipv4.dst = 0x0a000002;
-    h.ipv6.traffic_class = 0x20;
-    h.ipv6.flow_label = 0x12345;
-    h.ipv6.src = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-    h.ipv6.dst = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
-    h.udp_src_port = 0xc011;
-    h.bth.opcode = opcode;
-    h.bth.pkey = 0xffff;
-    h.bth.dest_qp = 0x000011;
-    h.bth.ack_req = true;
-    h.bth.psn = 0x00abcd;
-    h.reth = {0x7f0000001000, 0x01020304, 4096};
-    h.aeth = {0x1f, 0x000102};
-    h.atomic_eth = {0x7f0000002000, 0x05060708, 1, 2};
-    h.atomic_ack_eth = {0x0102030405060708};
-    h.deth = {0x11111111, 0x000abc};
-    h.immediate = 0xcafef00d;
-    h.invalidate_rkey = 0x00000954;
-    return h;
-}
 
 Bytes build(const FrameHeaders& h, std::size_t payload_length) {
     Bytes payload(payload_length);
@@ -61,78 +31,60 @@ Bytes build(const FrameHeaders& h, std::size_t payload_length) {
     return out;
 }
 
-// Same error, and on success the same fields; ext headers only where the opcode has them.
-void expect_same(const Bytes& frame, const ParseOptions& options = {}) {
+// The fields a transport reads (transport_fields_only fills no more): the same in both.
+void expect_same_transport(const ParsedFrame& a, const ParsedFrame& b) {
+    ASSERT_EQ(a.ip_version, b.ip_version);
+    if (a.ip_version == IpVersion::ipv4) {
+        EXPECT_EQ(a.ipv4.src, b.ipv4.src);
+    } else {
+        EXPECT_EQ(a.ipv6.src, b.ipv6.src);
+    }
+    EXPECT_EQ(a.bth, b.bth);
+    ASSERT_EQ(a.info, b.info);
+    EXPECT_TRUE(!a.has(ExtHeader::reth) || a.reth == b.reth);
+    EXPECT_TRUE(!a.has(ExtHeader::aeth) || a.aeth == b.aeth);
+    EXPECT_TRUE(!a.has(ExtHeader::atomic_eth) || a.atomic_eth == b.atomic_eth);
+    EXPECT_TRUE(!a.has(ExtHeader::atomic_ack_eth) || a.atomic_ack_eth == b.atomic_ack_eth);
+    EXPECT_TRUE(!a.has(ExtHeader::deth) || a.deth == b.deth);
+    EXPECT_TRUE(!a.has(ExtHeader::immdt) || a.immediate == b.immediate);
+    EXPECT_TRUE(!a.has(ExtHeader::ieth) || a.invalidate_rkey == b.invalidate_rkey);
+    EXPECT_EQ(a.bth_offset, b.bth_offset);
+    EXPECT_EQ(a.payload_offset, b.payload_offset);
+    EXPECT_EQ(a.ip_datagram.data(), b.ip_datagram.data());
+    EXPECT_EQ(a.ip_datagram.size(), b.ip_datagram.size());
+    EXPECT_EQ(a.payload.data(), b.payload.data());
+    EXPECT_EQ(a.payload.size(), b.payload.size());
+    EXPECT_EQ(a.icrc, b.icrc);
+}
+
+// Same error, and on success the same fields: all of them, or (transport_fields_only) those a
+// transport reads.
+void expect_same(const Bytes& frame, ParseOptions options = {}) {
     ParsedFrame fast;
     ParsedFrame full;
     const ParseError a = parse_roce_frame(frame, fast, options);
+    const bool all_fields = !options.transport_fields_only;
+    options.transport_fields_only = false;
     const ParseError b = parse_roce_frame_full(frame, full, options);
     ASSERT_EQ(parse_error_name(a), parse_error_name(b));
     if (a != ParseError::ok) {
         return;
     }
-    EXPECT_EQ(fast.eth, full.eth);
-    ASSERT_EQ(fast.ip_version, full.ip_version);
-    if (fast.ip_version == IpVersion::ipv4) {
-        EXPECT_EQ(fast.ipv4, full.ipv4);
-    } else {
-        EXPECT_EQ(fast.ipv6, full.ipv6);
+    expect_same_transport(fast, full);
+    if (all_fields) {
+        EXPECT_EQ(fast.eth, full.eth);
+        EXPECT_TRUE(fast.ip_version == IpVersion::ipv4 ? fast.ipv4 == full.ipv4
+                                                       : fast.ipv6 == full.ipv6);
+        EXPECT_EQ(fast.udp, full.udp);
+        EXPECT_EQ(fast.ip_offset, full.ip_offset);
+        EXPECT_EQ(fast.udp_offset, full.udp_offset);
     }
-    EXPECT_EQ(fast.udp, full.udp);
-    EXPECT_EQ(fast.bth, full.bth);
-    ASSERT_EQ(fast.info, full.info);
-    EXPECT_TRUE(!fast.has(ExtHeader::reth) || fast.reth == full.reth);
-    EXPECT_TRUE(!fast.has(ExtHeader::aeth) || fast.aeth == full.aeth);
-    EXPECT_TRUE(!fast.has(ExtHeader::atomic_eth) || fast.atomic_eth == full.atomic_eth);
-    EXPECT_TRUE(!fast.has(ExtHeader::atomic_ack_eth) || fast.atomic_ack_eth == full.atomic_ack_eth);
-    EXPECT_TRUE(!fast.has(ExtHeader::deth) || fast.deth == full.deth);
-    EXPECT_TRUE(!fast.has(ExtHeader::immdt) || fast.immediate == full.immediate);
-    EXPECT_TRUE(!fast.has(ExtHeader::ieth) || fast.invalidate_rkey == full.invalidate_rkey);
-    EXPECT_EQ(fast.ip_offset, full.ip_offset);
-    EXPECT_EQ(fast.udp_offset, full.udp_offset);
-    EXPECT_EQ(fast.bth_offset, full.bth_offset);
-    EXPECT_EQ(fast.payload_offset, full.payload_offset);
-    EXPECT_EQ(fast.ip_datagram.data(), full.ip_datagram.data());
-    EXPECT_EQ(fast.ip_datagram.size(), full.ip_datagram.size());
-    EXPECT_EQ(fast.payload.data(), full.payload.data());
-    EXPECT_EQ(fast.payload.size(), full.payload.size());
-    EXPECT_EQ(fast.icrc, full.icrc);
 }
 
-// transport_fields_only: the same verdict, and the same value in every field a transport reads.
 void expect_same_transport_fields(const Bytes& frame, bool verify = true) {
-    ParsedFrame lean;
-    ParsedFrame full;
-    const ParseOptions checks{.verify_ipv4_checksum = verify, .verify_icrc = verify};
-    ParseOptions transport = checks;
-    transport.transport_fields_only = true;
-    const ParseError a = parse_roce_frame(frame, lean, transport);
-    const ParseError b = parse_roce_frame_full(frame, full, checks);
-    ASSERT_EQ(parse_error_name(a), parse_error_name(b));
-    if (a != ParseError::ok) {
-        return;
-    }
-    ASSERT_EQ(lean.ip_version, full.ip_version);
-    if (lean.ip_version == IpVersion::ipv4) {
-        EXPECT_EQ(lean.ipv4.src, full.ipv4.src);
-    } else {
-        EXPECT_EQ(lean.ipv6.src, full.ipv6.src);
-    }
-    EXPECT_EQ(lean.bth, full.bth);
-    ASSERT_EQ(lean.info, full.info);
-    EXPECT_TRUE(!lean.has(ExtHeader::reth) || lean.reth == full.reth);
-    EXPECT_TRUE(!lean.has(ExtHeader::aeth) || lean.aeth == full.aeth);
-    EXPECT_TRUE(!lean.has(ExtHeader::atomic_eth) || lean.atomic_eth == full.atomic_eth);
-    EXPECT_TRUE(!lean.has(ExtHeader::atomic_ack_eth) || lean.atomic_ack_eth == full.atomic_ack_eth);
-    EXPECT_TRUE(!lean.has(ExtHeader::immdt) || lean.immediate == full.immediate);
-    EXPECT_TRUE(!lean.has(ExtHeader::ieth) || lean.invalidate_rkey == full.invalidate_rkey);
-    EXPECT_EQ(lean.bth_offset, full.bth_offset);
-    EXPECT_EQ(lean.payload_offset, full.payload_offset);
-    EXPECT_EQ(lean.ip_datagram.data(), full.ip_datagram.data());
-    EXPECT_EQ(lean.ip_datagram.size(), full.ip_datagram.size());
-    EXPECT_EQ(lean.payload.data(), full.payload.data());
-    EXPECT_EQ(lean.payload.size(), full.payload.size());
-    EXPECT_EQ(lean.icrc, full.icrc);
+    expect_same(
+        frame,
+        {.verify_ipv4_checksum = verify, .verify_icrc = verify, .transport_fields_only = true});
 }
 
 std::vector<Bytes> built_frames() {
@@ -147,7 +99,7 @@ std::vector<Bytes> built_frames() {
                 const bool payload = opcode_info(opcode).has_payload;
                 for (std::size_t length : {0, 1, 2, 3, 64}) {
                     if (payload || length == 0) {
-                        frames.push_back(build(headers(opcode, version, vlan), length));
+                        frames.push_back(build(sample_headers(opcode, version, vlan), length));
                     }
                 }
             }
