@@ -216,12 +216,6 @@ PRDMA_ROCE_TARGET_CLMUL inline __m128i fold_blocks(__m128i x0, const std::uint8_
     return x0;
 }
 
-// Feeding a state into a reflected CRC is XORing it into the first four message bytes.
-PRDMA_ROCE_TARGET_CLMUL inline __m128i first_block(std::uint32_t state,
-                                                   const std::uint8_t* p) noexcept {
-    return _mm_xor_si128(load128(p), _mm_cvtsi32_si128(static_cast<int>(state)));
-}
-
 // The r bytes at p (0 < r < 16) after the block x0, which was read from the 16 bytes before p:
 // the 16 + r bytes are taken as r leading bytes, zero-extended to a block (leading zeros add
 // nothing to a remainder from state 0), and the last 16, folded once. Overlapping stores and
@@ -245,6 +239,7 @@ PRDMA_ROCE_TARGET_CLMUL std::uint32_t update_clmul_masked(std::uint32_t state,
                                                           const std::uint8_t* mask,
                                                           std::size_t mask_length) noexcept {
     const __m128i k_fold1 = constant_pair(k_fold1_lo, k_fold1_hi);
+    // Feeding a state into a reflected CRC is XORing it into the first four message bytes.
     __m128i x0 = _mm_xor_si128(_mm_or_si128(load128(p), load128(mask)),
                                _mm_cvtsi32_si128(static_cast<int>(state)));
     std::size_t i = 16;
