@@ -153,6 +153,9 @@ int handle_qp_info(const char* /*cmd*/, const char* params, rte_tel_data* d) {
     rte_tel_data_add_dict_int(d, "rnr_retries_left", qp.rnr_retries_left);
     rte_tel_data_add_dict_u64(d, "retransmissions", qp.retransmissions);
     rte_tel_data_add_dict_u64(d, "timeouts", qp.timeouts);
+    rte_tel_data_add_dict_u64(d, "memory_bytes", qp.memory_bytes);
+    rte_tel_data_add_dict_u64(d, "send_wqe_bytes", qp.send_wqe_bytes);
+    rte_tel_data_add_dict_u64(d, "recv_wqe_bytes", qp.recv_wqe_bytes);
     return 0;
 }
 

@@ -118,15 +118,7 @@ void acknowledge(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
 // were checked for local write when the WQE was sent.
 void place_in_wqe(const SendWqe& wqe, std::uint32_t offset, const std::uint8_t* data,
                   std::uint32_t length) noexcept {
-    mem::SgeCursor<rdma::Sge>({wqe.sges.data(), wqe.wr.num_sge},
-                              {wqe.entries.data(), wqe.wr.num_sge})
-        .scatter(offset, data, length);
-}
-
-bool wqe_keys_valid(const SendWqe& wqe) noexcept {
-    return mem::SgeCursor<rdma::Sge>({wqe.sges.data(), wqe.wr.num_sge},
-                                     {wqe.entries.data(), wqe.wr.num_sge})
-        .keys_valid();
+    wqe.cursor().scatter(offset, data, length);
 }
 
 // Places the payload of response `index` of a READ or atomic; false when the QP failed on it (a
@@ -157,7 +149,7 @@ bool place_response(SwroceQp& qp, SendWqe& target, const roce::ParsedFrame& fram
             return false;
         }
     }
-    if (!wqe_keys_valid(target)) {
+    if (!target.keys_valid()) {
         fail_qp(qp, rdma::WcStatus::local_protection_error);
         return false;
     }

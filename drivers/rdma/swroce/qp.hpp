@@ -6,9 +6,11 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 
 #include <prdma/mem/memory_key.hpp>
 #include <prdma/mem/region_io.hpp>
+#include <prdma/mem/sge_cursor.hpp>
 #include <prdma/rdmadev/driver.hpp>
 #include <prdma/roce/packet.hpp>
 
@@ -37,11 +39,15 @@ inline constexpr std::uint32_t max_inline_data = 256;
 inline constexpr std::uint64_t max_message_length = 1ULL << 31;
 
 // A receive-queue entry: the WR's id and its own copy of the SGEs, taken at post time (the
-// caller's sg_list is only valid during the post, as ibv_post_recv's is).
+// caller's sg_list is only valid during the post, as ibv_post_recv's is). One SGE is kept in the
+// entry; more go to the slot's room in the QP's store, sized to the QP's max_recv_sge.
 struct RecvWqe {
     std::uint64_t wr_id = 0;
     std::uint32_t num_sge = 0;
-    std::array<rdma::Sge, max_recv_sge> sges{};
+    rdma::Sge sge{};
+    rdma::Sge* sge_store = nullptr; // set at creation; null when max_recv_sge <= 1
+
+    [[nodiscard]] const rdma::Sge* sges() const noexcept { return num_sge > 1 ? sge_store : &sge; }
 };
 
 using mem::still_valid;
@@ -53,14 +59,18 @@ constexpr bool wqe_is_read_or_atomic(rdma::WrOpcode opcode) noexcept {
 }
 
 // A send-queue entry: the WR with what must outlive the post (its SGEs, its inline payload) and
-// the requester's progress on it.
+// the requester's progress on it. A WR's one SGE stays in `wr.sge`; more SGEs, their checked keys
+// and inline payloads go to the slot's room in the QP's stores (WqeStores), sized to the caps the
+// QP was created with, so an entry is a few cache lines whatever the device's limits.
 struct SendWqe {
-    rdma::SendWr wr;
-    std::array<rdma::Sge, max_send_sge> sges{};
-    std::array<const mem::KeyEntry*, max_send_sge> entries{}; // checked lkeys, in SGE order
-    std::array<std::uint8_t, max_inline_data> inline_data{};
-    std::uint32_t length = 0;    // message bytes
-    std::uint32_t first_psn = 0; // assigned when first transmitted
+    rdma::SendWr wr;                            // wr.sg_list is null or this slot's sge_store
+    const mem::KeyEntry* first_entry = nullptr; // the checked lkey of a one-SGE WR
+    // This slot's room (set at creation; null where the QP's caps need none).
+    rdma::Sge* sge_store = nullptr;              // max_send_sge > 1
+    const mem::KeyEntry** entry_store = nullptr; // max_send_sge > 1
+    std::uint8_t* inline_store = nullptr;        // max_inline_data > 0
+    std::uint32_t length = 0;                    // message bytes
+    std::uint32_t first_psn = 0;                 // assigned when first transmitted
     std::uint32_t psn_span = 0;
     std::uint32_t next_packet = 0; // next packet of this WQE to (re)transmit
     std::uint32_t responses = 0;   // response packets placed in order (READ, atomic ACK)
@@ -80,6 +90,20 @@ struct SendWqe {
     // to error then; nothing after it is transmitted.
     rdma::WcStatus local_status = rdma::WcStatus::success;
     std::uint32_t local_vendor_error = 0;
+
+    [[nodiscard]] const rdma::Sge* sges() const noexcept { return wr.sges(); }
+    // The checked key entries, in SGE order (written when the WQE is first sent).
+    [[nodiscard]] const mem::KeyEntry** entries() noexcept {
+        return wr.num_sge > 1 ? entry_store : &first_entry;
+    }
+    [[nodiscard]] mem::SgeCursor<rdma::Sge> cursor() const noexcept {
+        return {{sges(), wr.num_sge}, {wr.num_sge > 1 ? entry_store : &first_entry, wr.num_sge}};
+    }
+
+    // Every SGE still maps what it was checked for; inline data has no keys to lose.
+    [[nodiscard]] bool keys_valid() const noexcept {
+        return wr.flags.has(rdma::send_inline) || cursor().keys_valid();
+    }
 
     [[nodiscard]] bool is_local() const noexcept {
         return wr.opcode == rdma::WrOpcode::fast_reg || wr.opcode == rdma::WrOpcode::local_inv ||
@@ -222,6 +246,16 @@ struct AckFrame {
     roce::FrameLayout layout;             // not ok() until the QP has a peer
 };
 
+// The rooms of a QP's WQE slots, sized at creation to its caps: SGEs beyond the first, their
+// checked keys, inline payloads.
+struct WqeStores {
+    std::unique_ptr<rdma::Sge[]> send_sges;
+    std::unique_ptr<const mem::KeyEntry*[]> send_entries;
+    std::unique_ptr<std::uint8_t[]> inline_bytes;
+    std::unique_ptr<rdma::Sge[]> recv_sges;
+    std::size_t bytes = 0; // what they hold
+};
+
 struct SwroceQp {
     SwroceDevice* device = nullptr;
     QpCounters counters;
@@ -238,6 +272,7 @@ struct SwroceQp {
     AckFrame ack_frame; // from tx_headers (refresh_tx_headers)
     WorkRing<RecvWqe> receive_queue;
     WorkRing<SendWqe> send_queue;
+    WqeStores wqe_stores; // the rooms the queues' slots point into
     RequesterState req;
     ResponderState resp;
     StatusCode post_error = StatusCode::ok; // why the last post took fewer WRs than offered

@@ -15,16 +15,6 @@ namespace prdma::swroce {
 
 namespace {
 
-// Every SGE of a WQE still maps what it was checked for; inline data has no keys to lose.
-bool wqe_keys_valid(const SendWqe& wqe) noexcept {
-    if (wqe.wr.flags.has(rdma::send_inline)) {
-        return true;
-    }
-    return mem::SgeCursor<rdma::Sge>({wqe.sges.data(), wqe.wr.num_sge},
-                                     {wqe.entries.data(), wqe.wr.num_sge})
-        .keys_valid();
-}
-
 // Checks every SGE's lkey once, when the WQE is first transmitted.
 bool check_local_keys(SwroceQp& qp, SendWqe& wqe) noexcept {
     if (wqe.checked || wqe.wr.flags.has(rdma::send_inline)) {
@@ -36,7 +26,7 @@ bool check_local_keys(SwroceQp& qp, SendWqe& wqe) noexcept {
     const mem::AccessFlags access =
         wqe.is_read_or_atomic() ? mem::access_local_write : mem::access_local_read;
     for (std::uint32_t i = 0; i < wqe.wr.num_sge; ++i) {
-        const rdma::Sge& sge = wqe.sges[i];
+        const rdma::Sge& sge = wqe.sges()[i];
         const mem::KeyEntry* entry = nullptr;
         const mem::KeyCheck check =
             registry.check({sge.lkey, qp.pd, qp.connection, access, sge.addr, sge.length}, &entry);
@@ -44,7 +34,7 @@ bool check_local_keys(SwroceQp& qp, SendWqe& wqe) noexcept {
             fail_qp(qp, rdma::WcStatus::local_protection_error, static_cast<std::uint32_t>(check));
             return false;
         }
-        wqe.entries[i] = entry;
+        wqe.entries()[i] = entry;
     }
     wqe.checked = true;
     return true;
@@ -185,7 +175,7 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
         if (!in_window(qp, wqe, h.bth.psn)) {
             return false;
         }
-        if (plan.length > 0 && !wqe.is_read_or_atomic() && !wqe_keys_valid(wqe)) {
+        if (plan.length > 0 && !wqe.is_read_or_atomic() && !wqe.keys_valid()) {
             // The local region went away while the WQE was queued: as a NIC would, fail it.
             fail_qp(qp, rdma::WcStatus::local_protection_error);
             return false;

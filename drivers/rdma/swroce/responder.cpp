@@ -321,7 +321,7 @@ bool scatter(SwroceQp& qp, std::span<const std::uint8_t> payload) noexcept {
     std::uint32_t skip = qp.resp.recv_offset;
     std::size_t done = 0;
     for (std::uint32_t i = 0; i < wqe.num_sge && done < payload.size(); ++i) {
-        const rdma::Sge& sge = wqe.sges[i];
+        const rdma::Sge& sge = wqe.sges()[i];
         if (skip >= sge.length) {
             skip -= sge.length;
             continue;

@@ -170,6 +170,46 @@ void publish_qp(SwroceDevice& dev, std::unique_ptr<SwroceQp>& qp) noexcept {
     dev.qps[slot] = std::move(qp);
 }
 
+// The QP's queues, each slot pointing at its room in the stores; nothing is kept for SGEs, keys or
+// inline bytes the caps do not allow.
+void make_queues(SwroceQp& qp, const rdma::QpCaps& caps) {
+    qp.receive_queue = WorkRing<RecvWqe>(caps.max_recv_wr);
+    qp.send_queue = WorkRing<SendWqe>(caps.max_send_wr);
+    const std::uint32_t sends = qp.send_queue.capacity();
+    const std::uint32_t recvs = qp.receive_queue.capacity();
+    const std::uint32_t send_sges = caps.max_send_sge > 1 ? caps.max_send_sge : 0;
+    const std::uint32_t recv_sges = caps.max_recv_sge > 1 ? caps.max_recv_sge : 0;
+    const std::uint32_t inline_room = caps.max_inline_data;
+    WqeStores& stores = qp.wqe_stores;
+    if (send_sges != 0) {
+        stores.send_sges = std::make_unique<rdma::Sge[]>(std::size_t{sends} * send_sges);
+        stores.send_entries =
+            std::make_unique<const mem::KeyEntry*[]>(std::size_t{sends} * send_sges);
+    }
+    if (inline_room != 0) {
+        stores.inline_bytes = std::make_unique<std::uint8_t[]>(std::size_t{sends} * inline_room);
+    }
+    if (recv_sges != 0) {
+        stores.recv_sges = std::make_unique<rdma::Sge[]>(std::size_t{recvs} * recv_sges);
+    }
+    for (std::uint32_t i = 0; i < sends; ++i) {
+        SendWqe& wqe = qp.send_queue.slot(i);
+        if (send_sges != 0) {
+            wqe.sge_store = &stores.send_sges[std::size_t{i} * send_sges];
+            wqe.entry_store = &stores.send_entries[std::size_t{i} * send_sges];
+        }
+        if (inline_room != 0) {
+            wqe.inline_store = &stores.inline_bytes[std::size_t{i} * inline_room];
+        }
+    }
+    for (std::uint32_t i = 0; recv_sges != 0 && i < recvs; ++i) {
+        qp.receive_queue.slot(i).sge_store = &stores.recv_sges[std::size_t{i} * recv_sges];
+    }
+    stores.bytes =
+        std::size_t{sends} * (send_sges * (sizeof(rdma::Sge) + sizeof(mem::KeyEntry*)) + inline_room) +
+        std::size_t{recvs} * recv_sges * sizeof(rdma::Sge);
+}
+
 Status create_qp(Device& device, const rdma::driver::QpInit& init, const ControlToken& token,
                  rdma::driver::QpCreated& out) {
     SwroceDevice& dev = swroce(device);
@@ -195,8 +235,7 @@ Status create_qp(Device& device, const rdma::driver::QpInit& init, const Control
     qp->queue_group = init.queue_group;
     qp->caps = init.caps;
     qp->signal_all = init.signal_all;
-    qp->receive_queue = WorkRing<RecvWqe>(init.caps.max_recv_wr);
-    qp->send_queue = WorkRing<SendWqe>(init.caps.max_send_wr);
+    make_queues(*qp, init.caps);
     const rdma::driver::QpCreated created{qp.get(), qp->qpn};
     if (owned_by_other) {
         // The group's progress scans its slots and its rx path looks QPs up there: only the owner
@@ -678,6 +717,24 @@ void stats(Device& device, std::vector<rdma::Counter>& out) {
     }
 }
 
+// One queue slot with its room in the stores.
+std::uint32_t send_wqe_bytes(const rdma::QpCaps& caps) {
+    const std::uint32_t sges = caps.max_send_sge > 1 ? caps.max_send_sge : 0;
+    return static_cast<std::uint32_t>(sizeof(SendWqe) +
+                                      sges * (sizeof(rdma::Sge) + sizeof(mem::KeyEntry*)) +
+                                      caps.max_inline_data);
+}
+
+std::uint32_t recv_wqe_bytes(const rdma::QpCaps& caps) {
+    const std::uint32_t sges = caps.max_recv_sge > 1 ? caps.max_recv_sge : 0;
+    return static_cast<std::uint32_t>(sizeof(RecvWqe) + sges * sizeof(rdma::Sge));
+}
+
+std::uint64_t qp_memory_bytes(const SwroceQp& qp) {
+    return sizeof(SwroceQp) + std::uint64_t{qp.send_queue.capacity()} * sizeof(SendWqe) +
+           std::uint64_t{qp.receive_queue.capacity()} * sizeof(RecvWqe) + qp.wqe_stores.bytes;
+}
+
 rdma::QpStatus status_of(const SwroceQp& qp) {
     return {.qpn = qp.qpn,
             .state = qp.state(),
@@ -690,7 +747,10 @@ rdma::QpStatus status_of(const SwroceQp& qp) {
             .retries_left = qp.req.retries_left,
             .rnr_retries_left = qp.req.rnr_retries_left,
             .retransmissions = qp.counters.retransmissions,
-            .timeouts = qp.counters.timeouts};
+            .timeouts = qp.counters.timeouts,
+            .memory_bytes = qp_memory_bytes(qp),
+            .send_wqe_bytes = send_wqe_bytes(qp.caps),
+            .recv_wqe_bytes = recv_wqe_bytes(qp.caps)};
 }
 
 // Telemetry's view of the QP table (see DeviceOps::qp_telemetry); one QP is one lookup.

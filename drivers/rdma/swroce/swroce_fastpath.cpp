@@ -31,7 +31,11 @@ std::uint16_t swroce_post_recv(void* queue, const rdma::RecvWr* wrs, std::uint16
         RecvWqe& wqe = qp.receive_queue.push_slot();
         wqe.wr_id = wr.wr_id;
         wqe.num_sge = wr.num_sge;
-        std::copy_n(wr.sges(), wr.num_sge, wqe.sges.begin());
+        if (wr.num_sge > 1) {
+            std::copy_n(wr.sg_list, wr.num_sge, wqe.sge_store); // caps allow them: room is there
+        } else if (wr.num_sge == 1) {
+            wqe.sge = *wr.sges();
+        }
     }
     if (qp.state() == rdma::QpState::err) {
         flush_queues(qp); // IBTA: WRs posted to a QP in error complete with flush errors
@@ -84,7 +88,17 @@ StatusCode admit(const SwroceQp& qp, const rdma::SendWr& wr) noexcept {
 // Copies what must outlive the post: the SGEs (the caller's sg_list is only valid during the
 // call) and, for inline sends, the payload itself. False for a message longer than 2^31 bytes.
 bool fill_wqe(const rdma::SendWr& wr, SendWqe& wqe) noexcept {
+    const rdma::Sge* sges = wr.sges();
     wqe.wr = wr;
+    if (wr.num_sge > 1) {
+        std::copy_n(sges, wr.num_sge, wqe.sge_store); // admit() kept it within the caps
+        wqe.wr.sg_list = wqe.sge_store;
+    } else {
+        wqe.wr.sg_list = nullptr;
+        if (wr.num_sge == 1) {
+            wqe.wr.sge = sges[0];
+        }
+    }
     wqe.assigned = false;
     wqe.checked = false;
     wqe.next_packet = 0;
@@ -98,10 +112,8 @@ bool fill_wqe(const rdma::SendWr& wr, SendWqe& wqe) noexcept {
     }
     wqe.local_status = rdma::WcStatus::success;
     wqe.local_vendor_error = 0;
-    const rdma::Sge* sges = wr.sges();
     std::uint64_t length = 0;
     for (std::uint32_t i = 0; i < wr.num_sge; ++i) {
-        wqe.sges[i] = sges[i];
         length += sges[i].length;
     }
     if (wr.flags.has(rdma::send_inline)) {
@@ -112,7 +124,7 @@ bool fill_wqe(const rdma::SendWr& wr, SendWqe& wqe) noexcept {
             if (sges[i].length == 0) {
                 continue;
             }
-            std::memcpy(wqe.inline_data.data() + at, reinterpret_cast<const void*>(sges[i].addr),
+            std::memcpy(wqe.inline_store + at, reinterpret_cast<const void*>(sges[i].addr),
                         sges[i].length);
             at += sges[i].length;
         }
@@ -134,6 +146,8 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
         for (; taken < count && !qp.send_queue.full(); ++taken) {
             SendWqe& wqe = qp.send_queue.push_slot();
             wqe.wr = wrs[taken];
+            wqe.wr.sg_list = nullptr; // the caller's; only flushed, never read again
+            wqe.wr.num_sge = 0;
         }
         if (taken < count) {
             qp.post_error = StatusCode::no_resources;

@@ -30,12 +30,10 @@ void copy_payload(const Payload& payload, std::uint8_t* out) noexcept {
     }
     const SendWqe& wqe = *payload.wqe;
     if (wqe.wr.flags.has(rdma::send_inline)) {
-        std::memcpy(out, wqe.inline_data.data() + payload.offset, payload.length);
+        std::memcpy(out, wqe.inline_store + payload.offset, payload.length);
         return;
     }
-    const mem::SgeCursor<rdma::Sge> cursor({wqe.sges.data(), wqe.wr.num_sge},
-                                           {wqe.entries.data(), wqe.wr.num_sge});
-    cursor.gather(payload.offset, payload.length, out);
+    wqe.cursor().gather(payload.offset, payload.length, out);
 }
 
 } // namespace

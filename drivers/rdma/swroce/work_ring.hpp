@@ -45,6 +45,11 @@ public:
         ++head_;
     }
     void clear() noexcept { head_ = tail_; }
+    // Slot `index` of the storage, whatever the ring holds: for setting slots up at creation.
+    [[nodiscard]] T& slot(std::uint32_t index) noexcept {
+        check(index < capacity());
+        return slots_[index];
+    }
 
 private:
     static void check([[maybe_unused]] bool holds) noexcept {

@@ -325,6 +325,11 @@ struct QpStatus {
     std::int32_t rnr_retries_left = 0;
     std::uint64_t retransmissions = 0; // packets sent again since the QP was created
     std::uint64_t timeouts = 0;        // retransmission timer expiries
+    // What the device holds for the QP, sized to the caps it was created with: the whole (its
+    // state and both queues) and one slot of each queue (0 where a driver does not say).
+    std::uint64_t memory_bytes = 0;
+    std::uint32_t send_wqe_bytes = 0;
+    std::uint32_t recv_wqe_bytes = 0;
 };
 
 class QueuePair : public QpQueue {

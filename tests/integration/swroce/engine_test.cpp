@@ -820,6 +820,87 @@ TEST_F(EngineTest, SixteenQueuePairsAtOnce) {
     EXPECT_EQ(std::memcmp(b_->data() + 512 * 1024, a_->data(), pairs * size), 0) << "every SEND";
 }
 
+// A queue slot holds what the QP's caps allow and no more: a QP with one SGE and no inline data
+// costs a fraction of one with the device's limits, its memory is reported, and it carries
+// messages as before; SGEs beyond its caps and inline data it has no room for are refused.
+TEST_F(EngineTest, QueueSlotsAreSizedToTheCapsTheQpWasCreatedWith) {
+    const auto status_with = [&](std::uint32_t sges, std::uint32_t inline_bytes) {
+        QpInitAttr init;
+        init.pd = &a_->pd;
+        init.send_cq = &a_->cq;
+        init.recv_cq = &a_->cq;
+        init.caps = {.max_send_wr = 128,
+                     .max_recv_wr = 128,
+                     .max_send_sge = sges,
+                     .max_recv_sge = sges,
+                     .max_inline_data = inline_bytes};
+        QueuePair qp = std::move(a_->context.create_qp(init).value());
+        return qp.query_status().value();
+    };
+    const QpStatus small = status_with(1, 0);
+    const QpStatus large = status_with(16, 256);
+    EXPECT_LE(small.send_wqe_bytes, 256U);
+    EXPECT_LE(small.recv_wqe_bytes, 64U);
+    EXPECT_EQ(large.send_wqe_bytes, small.send_wqe_bytes + 16 * (sizeof(Sge) + 8) + 256);
+    EXPECT_EQ(large.recv_wqe_bytes, small.recv_wqe_bytes + 16 * sizeof(Sge));
+    EXPECT_EQ(large.memory_bytes - small.memory_bytes,
+              128 * std::uint64_t{large.send_wqe_bytes - small.send_wqe_bytes} +
+                  128 * std::uint64_t{large.recv_wqe_bytes - small.recv_wqe_bytes});
+    EXPECT_GT(small.memory_bytes, 128 * std::uint64_t{small.send_wqe_bytes + small.recv_wqe_bytes});
+
+    // The fixture's main QPs, remade with one SGE and no inline room, still move data.
+    QpInitAttr lean_a;
+    lean_a.pd = &a_->pd;
+    lean_a.send_cq = &a_->cq;
+    lean_a.recv_cq = &a_->cq;
+    lean_a.caps = {.max_send_wr = 64,
+                   .max_recv_wr = 64,
+                   .max_send_sge = 1,
+                   .max_recv_sge = 1,
+                   .max_inline_data = 0};
+    QpInitAttr lean_b = lean_a;
+    lean_b.pd = &b_->pd;
+    lean_b.send_cq = &b_->cq;
+    lean_b.recv_cq = &b_->cq;
+    a_->qp = std::move(a_->context.create_qp(lean_a).value());
+    b_->qp = std::move(b_->context.create_qp(lean_b).value());
+    connect(*a_, *b_, pair_->gid_b());
+    connect(*b_, *a_, pair_->gid_a());
+    fill(*a_, 0, 6000, 3);
+    post_receive(*b_, 7, 65536, 6000);
+    SendWr write = send_wr(*a_, WrOpcode::rdma_write, 0, 3000);
+    write.rdma.remote_addr = b_->addr() + 16384;
+    write.rdma.rkey = b_->mr.rkey();
+    SendWr send = send_wr(*a_, WrOpcode::send, 3000, 3000);
+    ASSERT_EQ(post_send(a_->qp, {&write, 1}), 1);
+    ASSERT_EQ(post_send(a_->qp, {&send, 1}), 1);
+    const auto sent = wait(*a_, 2);
+    ASSERT_EQ(sent.size(), 2U);
+    EXPECT_EQ(sent[0].status, WcStatus::success);
+    EXPECT_EQ(sent[1].status, WcStatus::success);
+    const auto received = wait(*b_, 1);
+    ASSERT_EQ(received.size(), 1U);
+    EXPECT_EQ(received[0].byte_len, 3000U);
+    EXPECT_EQ(std::memcmp(b_->data() + 16384, a_->data(), 3000), 0);
+    EXPECT_EQ(std::memcmp(b_->data() + 65536, a_->data() + 3000, 3000), 0);
+
+    Sge two[2] = {{a_->addr(), 8, a_->mr.lkey()}, {a_->addr() + 8, 8, a_->mr.lkey()}};
+    SendWr too_many = send_wr(*a_, WrOpcode::send, 0, 16);
+    too_many.num_sge = 2;
+    too_many.sg_list = two;
+    EXPECT_EQ(post_send(a_->qp, {&too_many, 1}), 0);
+    EXPECT_EQ(post_error(a_->qp), StatusCode::invalid_parameter);
+    SendWr inline_wr = send_wr(*a_, WrOpcode::send, 0, 8);
+    inline_wr.flags = send_inline;
+    EXPECT_EQ(post_send(a_->qp, {&inline_wr, 1}), 0);
+    EXPECT_EQ(post_error(a_->qp), StatusCode::invalid_parameter);
+    RecvWr recv_two;
+    recv_two.num_sge = 2;
+    recv_two.sg_list = two;
+    EXPECT_EQ(post_recv(b_->qp, {&recv_two, 1}), 0);
+    EXPECT_EQ(post_error(b_->qp), StatusCode::invalid_parameter);
+}
+
 // Seed 001: B fast-registers four 4 KiB pages of its buffer (out of order) under a new rkey, A
 // writes and reads through it, B invalidates it and A's next access fails.
 TEST_F(EngineTest, FastRegisterThenPeerAccessThenLocalInvalidate) {
