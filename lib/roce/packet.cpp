@@ -502,8 +502,14 @@ FrameLayout HeaderTemplate::build(const TransportHeaders& h, std::uint32_t paylo
     } else {
         std::memcpy(out.data(), bytes_.data(), fixed);
     }
-    std::uint8_t* ip = out.data() + eth_length_;
-    const std::uint32_t ip_length = layout.frame_length - layout.ip_offset;
+    set_lengths(out, layout.frame_length - layout.ip_offset);
+    encode_ib_headers(h, info, layout, out.subspan(fixed));
+    return layout;
+}
+
+void HeaderTemplate::set_lengths(std::span<std::uint8_t> frame,
+                                 std::uint32_t ip_length) const noexcept {
+    std::uint8_t* ip = frame.data() + eth_length_;
     const auto udp_length = static_cast<std::uint16_t>(ip_length - ip_header_length_);
     if (ipv4_) {
         store_be16(ip + 2, static_cast<std::uint16_t>(ip_length));
@@ -515,8 +521,6 @@ FrameLayout HeaderTemplate::build(const TransportHeaders& h, std::uint32_t paylo
         store_be16(ip + 4, udp_length);
     }
     store_be16(ip + ip_header_length_ + 4, udp_length);
-    encode_ib_headers(h, info, layout, out.subspan(fixed));
-    return layout;
 }
 
 bool finalize_frame(std::span<std::uint8_t> frame, const FrameLayout& layout,

@@ -58,9 +58,22 @@ void refresh_tx_headers(SwroceQp& qp) noexcept;
 // Builds one frame into the batch; false when no mbuf could be had (counted).
 bool emit(SwroceQp& qp, TxBatch& tx, const roce::TransportHeaders& h,
           const Payload& payload) noexcept;
-// The QP's ACK or NAK for `psn` into the batch, from its prebuilt frame (AckFrame); false when
-// no mbuf could be had (counted) or the QP has no peer yet.
+// The QP's ACK or NAK for `psn` into the batch, from its prebuilt frame (PrebuiltFrame); false
+// when no mbuf could be had (counted) or the QP has no peer yet.
 bool emit_ack(SwroceQp& qp, TxBatch& tx, std::uint32_t psn, const roce::Aeth& aeth) noexcept;
+// One packet of a SEND or WRITE message (not a READ request or an atomic, which `emit` builds).
+struct RequestPacket {
+    roce::Opcode opcode = roce::Opcode::rc_send_only;
+    std::uint32_t psn = 0;
+    std::uint32_t offset = 0; // of its payload in the message
+    std::uint32_t length = 0;
+    bool ack_req = false;
+    bool solicited = false;
+};
+// Byte for byte what `emit` makes of the same packet, from the QP's prebuilt request headers:
+// the lengths, the BTH fields and the extension headers written in place, no header build.
+bool emit_request(SwroceQp& qp, TxBatch& tx, const SendWqe& wqe,
+                  const RequestPacket& packet) noexcept;
 // Sends a batch; what the port refuses waits in the group's backlog. False: the backlog is not
 // empty, so make no new frames until it is.
 bool transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept;

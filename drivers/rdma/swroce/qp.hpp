@@ -238,11 +238,13 @@ struct ResponderState {
     std::uint8_t ack_syndrome = 0;
 };
 
-// A QP's ACK, whole, made from its template whenever its peer may have changed: only the PSN,
-// the AETH and the ICRC differ from one ACK to the next, so sending one is a copy, two words
-// and the ICRC (emit_ack), not a header build.
-struct AckFrame {
-    std::array<std::uint8_t, 96> bytes{}; // the longest: tagged IPv6, 86 bytes
+// A frame of the QP's, made from its template whenever its peer may have changed (see
+// refresh_tx_headers). Its ACK, whole: only the PSN, the AETH and the ICRC differ from one ACK
+// to the next, so sending one is a copy, two words and the ICRC (emit_ack). A request's headers up
+// to and with the BTH (of a SEND ONLY without payload): a data packet copies them and writes its
+// lengths, BTH fields, extension headers, payload and ICRC (emit_request), not a header build.
+struct PrebuiltFrame {
+    std::array<std::uint8_t, 96> bytes{}; // the longest: an ACK with tagged IPv6, 86 bytes
     roce::FrameLayout layout;             // not ok() until the QP has a peer
 };
 
@@ -269,7 +271,8 @@ struct SwroceQp {
     rdma::QpAttr attr{}; // the QP's state, its peer (GID, MAC, QPN), timers and limits
     // The Ethernet, IP and UDP headers of its frames, from `attr` (refresh_tx_headers).
     roce::HeaderTemplate tx_headers;
-    AckFrame ack_frame; // from tx_headers (refresh_tx_headers)
+    PrebuiltFrame ack_frame;     // from tx_headers (refresh_tx_headers)
+    PrebuiltFrame request_frame; // the same
     WorkRing<RecvWqe> receive_queue;
     WorkRing<SendWqe> send_queue;
     WqeStores wqe_stores; // the rooms the queues' slots point into

@@ -135,6 +135,14 @@ roce::TransportHeaders request_headers(const SwroceQp& qp, const SendWqe& wqe,
     return h;
 }
 
+// A READ request or an atomic, built whole.
+bool emit_read_or_atomic(SwroceQp& qp, TxBatch& tx, const SendWqe& wqe, const PacketPlan& plan,
+                         ReadAsk ask, bool ack_req) noexcept {
+    roce::TransportHeaders h = request_headers(qp, wqe, plan, qp.mtu(), ask);
+    h.bth.ack_req = ack_req;
+    return emit(qp, tx, h, Payload{&wqe, nullptr, 0, plan.offset, plan.length});
+}
+
 // Whether one more packet at `psn` fits the window of unacknowledged packets. A READ request
 // always may go (max_rd_atomic bounds those), and so may the first unacknowledged packet.
 bool in_window(const SwroceQp& qp, const SendWqe& wqe, std::uint32_t psn) noexcept {
@@ -169,30 +177,39 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
         qp.req.send_psn = roce::psn_add(qp.req.send_psn, wqe.psn_span);
         wqe.assigned = true;
     }
+    // SENDs and WRITEs go out from the QP's prebuilt request headers (emit_request); a READ or
+    // atomic request is built whole.
+    const bool request = !wqe.is_read_or_atomic();
+    const bool solicited = wqe.wr.flags.has(rdma::send_solicited);
     while (wqe.next_packet < segments.packet_count() && !tx.full()) {
         const PacketPlan plan = segments.packet(wqe.next_packet);
-        roce::TransportHeaders h = request_headers(qp, wqe, plan, mtu, read_ask(wqe));
-        if (!in_window(qp, wqe, h.bth.psn)) {
+        const ReadAsk ask = request ? ReadAsk{} : read_ask(wqe);
+        const std::uint32_t psn =
+            roce::psn_add(wqe.first_psn, request ? wqe.next_packet : ask.from);
+        if (!in_window(qp, wqe, psn)) {
             return false;
         }
-        if (plan.length > 0 && !wqe.is_read_or_atomic() && !wqe.keys_valid()) {
+        if (plan.length > 0 && request && !wqe.keys_valid()) {
             // The local region went away while the WQE was queued: as a NIC would, fail it.
             fail_qp(qp, rdma::WcStatus::local_protection_error);
             return false;
         }
         // A probe must be answered, wherever in a message it falls.
-        h.bth.ack_req = asks_for_ack(qp, plan) || qp.req.probing;
-        if (!emit(qp, tx, h, Payload{&wqe, nullptr, 0, plan.offset, plan.length})) {
+        const bool ack_req = asks_for_ack(qp, plan) || qp.req.probing;
+        if (request ? !emit_request(qp, tx, wqe,
+                                    {plan.opcode, psn, plan.offset, plan.length, ack_req,
+                                     plan.last && solicited})
+                    : !emit_read_or_atomic(qp, tx, wqe, plan, ask, ack_req)) {
             return false;
         }
         const std::uint32_t last_psn =
-            wqe.is_read_or_atomic() ? roce::psn_add(wqe.first_psn, wqe.psn_span - 1) : h.bth.psn;
+            request ? psn : roce::psn_add(wqe.first_psn, wqe.psn_span - 1);
         if (roce::psn_after(last_psn, qp.req.sent_psn)) {
             qp.req.sent_psn = last_psn;
         }
-        if (h.bth.ack_req && !qp.req.timing && !wqe.is_read_or_atomic()) {
+        if (ack_req && !qp.req.timing && request) {
             qp.req.timing = true;
-            qp.req.timed_psn = h.bth.psn;
+            qp.req.timed_psn = psn;
             qp.req.timed_tsc = now;
         }
         ++wqe.next_packet;

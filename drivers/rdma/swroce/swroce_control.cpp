@@ -205,9 +205,9 @@ void make_queues(SwroceQp& qp, const rdma::QpCaps& caps) {
     for (std::uint32_t i = 0; recv_sges != 0 && i < recvs; ++i) {
         qp.receive_queue.slot(i).sge_store = &stores.recv_sges[std::size_t{i} * recv_sges];
     }
-    stores.bytes =
-        std::size_t{sends} * (send_sges * (sizeof(rdma::Sge) + sizeof(mem::KeyEntry*)) + inline_room) +
-        std::size_t{recvs} * recv_sges * sizeof(rdma::Sge);
+    stores.bytes = std::size_t{sends} *
+                       (send_sges * (sizeof(rdma::Sge) + sizeof(mem::KeyEntry*)) + inline_room) +
+                   std::size_t{recvs} * recv_sges * sizeof(rdma::Sge);
 }
 
 Status create_qp(Device& device, const rdma::driver::QpInit& init, const ControlToken& token,

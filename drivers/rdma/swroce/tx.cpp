@@ -81,6 +81,8 @@ void refresh_tx_headers(SwroceQp& qp) noexcept {
     qp.tx_headers = roce::HeaderTemplate::make(peer_headers(qp));
     const roce::TransportHeaders ack = headers_for(qp, roce::Opcode::rc_acknowledge, 0);
     qp.ack_frame.layout = qp.tx_headers.build(ack, 0, qp.ack_frame.bytes);
+    const roce::TransportHeaders request = headers_for(qp, roce::Opcode::rc_send_only, 0);
+    qp.request_frame.layout = qp.tx_headers.build(request, 0, qp.request_frame.bytes);
 }
 
 namespace {
@@ -146,8 +148,59 @@ bool emit(SwroceQp& qp, TxBatch& tx, const roce::TransportHeaders& h,
     return true;
 }
 
+bool emit_request(SwroceQp& qp, TxBatch& tx, const SendWqe& wqe,
+                  const RequestPacket& packet) noexcept {
+    const PrebuiltFrame& prefix = qp.request_frame;
+    const roce::OpcodeInfo& info = roce::opcode_info(packet.opcode);
+    rte_mbuf* mbuf = frame_mbuf(qp);
+    if (PRDMA_UNLIKELY(mbuf == nullptr)) {
+        return false;
+    }
+    // The prefix's layout is a SEND ONLY's without payload: its BTH ends where its payload starts.
+    roce::FrameLayout layout = prefix.layout;
+    const std::uint32_t bth_offset = layout.payload_offset - roce::bth_size;
+    layout.payload_offset = static_cast<std::uint16_t>(bth_offset + info.header_length);
+    layout.payload_length = packet.length;
+    layout.pad_count = static_cast<std::uint8_t>((0U - packet.length) & 0x3U);
+    layout.frame_length =
+        layout.payload_offset + packet.length + layout.pad_count + roce::icrc_size;
+    layout.wire_length =
+        std::max<std::uint32_t>(layout.frame_length, roce::ethernet_min_frame_size);
+    if (PRDMA_UNLIKELY(layout.wire_length > rte_pktmbuf_tailroom(mbuf))) {
+        rte_pktmbuf_free(mbuf);
+        return false;
+    }
+    std::uint8_t* frame = rte_pktmbuf_mtod(mbuf, std::uint8_t*);
+    std::memcpy(frame, prefix.bytes.data(), prefix.bytes.size()); // a data room holds it all
+    qp.tx_headers.set_lengths({frame, layout.frame_length}, layout.frame_length - layout.ip_offset);
+    std::uint8_t* ib = frame + bth_offset;
+    roce::Bth bth;
+    bth.opcode = packet.opcode;
+    bth.solicited = packet.solicited;
+    bth.pad_count = layout.pad_count;
+    bth.dest_qp = qp.attr.dest_qpn;
+    bth.ack_req = packet.ack_req;
+    bth.psn = packet.psn & roce::psn_mask;
+    roce::encode_bth(bth, {ib, roce::bth_size});
+    if (info.has(roce::ExtHeader::reth)) {
+        roce::encode_reth({wqe.wr.rdma.remote_addr, wqe.wr.rdma.rkey, wqe.length},
+                          {ib + info.offset_of(roce::ExtHeader::reth), roce::reth_size});
+    }
+    if (info.has(roce::ExtHeader::immdt)) {
+        roce::store_be32(ib + info.offset_of(roce::ExtHeader::immdt), wqe.wr.imm_or_invalidate);
+    } else if (info.has(roce::ExtHeader::ieth)) {
+        roce::store_be32(ib + info.offset_of(roce::ExtHeader::ieth), wqe.wr.imm_or_invalidate);
+    }
+    if (packet.length > 0) {
+        copy_payload(Payload{&wqe, nullptr, 0, packet.offset, packet.length},
+                     frame + layout.payload_offset);
+    }
+    finish_frame(qp, tx, mbuf, layout, packet.length);
+    return true;
+}
+
 bool emit_ack(SwroceQp& qp, TxBatch& tx, std::uint32_t psn, const roce::Aeth& aeth) noexcept {
-    const AckFrame& ack = qp.ack_frame;
+    const PrebuiltFrame& ack = qp.ack_frame;
     if (PRDMA_UNLIKELY(!ack.layout.ok())) {
         return false; // no peer yet: nothing to acknowledge to
     }

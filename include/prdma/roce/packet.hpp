@@ -179,6 +179,9 @@ public:
     FrameLayout build(const TransportHeaders& h, std::uint32_t payload_length,
                       std::span<std::uint8_t> out) const noexcept;
     [[nodiscard]] bool ipv4() const noexcept { return ipv4_; }
+    // The IP length (and an IPv4 header's checksum) and the UDP length of a frame whose headers
+    // came from this template, for an IP datagram of `ip_length` bytes: what build() derives.
+    void set_lengths(std::span<std::uint8_t> frame, std::uint32_t ip_length) const noexcept;
 
 private:
     std::array<std::uint8_t, 18 + 40 + 8> bytes_{}; // Ethernet (a VLAN tag at most), IP, UDP

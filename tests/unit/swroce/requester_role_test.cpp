@@ -8,6 +8,7 @@
 #include <prdma/roce/psn.hpp>
 
 #include "role_fixture.hpp"
+#include "segmenter.hpp"
 
 namespace prdma::swroce::test {
 namespace {
@@ -56,6 +57,73 @@ TEST_F(RequesterRoleTest, AMultiPacketWriteIsFirstMiddlesLastWithConsecutivePsns
     EXPECT_EQ(sent[0].reth.dma_length, length);
     EXPECT_EQ(qp().req.send_psn, roce::psn_add(first_psn, packets));
     EXPECT_EQ(run_requester_once(tsc()).size(), 0U) << "each packet goes once";
+}
+
+// SENDs and WRITEs go out from the QP's prebuilt request headers (emit_request); each frame must
+// be, byte for byte, the one the header builder makes (emit) from headers set up here for the
+// same packet: every SEND and WRITE opcode, payloads that need every pad count and span packets,
+// inline and gathered, solicited or not, with immediate data or an rkey to invalidate.
+TEST_F(RequesterRoleTest, APrebuiltRequestIsByteForByteTheBuiltOne) {
+    connect(rq_psn, 0xfffffd); // the messages cross the PSN wrap
+    const auto data = pattern(3 * mtu, 0x5a);
+    std::memcpy(local(0), data.data(), data.size());
+    struct Case {
+        rdma::WrOpcode opcode;
+        std::uint32_t length;
+        bool inline_data;
+        bool solicited;
+    };
+    std::vector<Case> cases;
+    for (const rdma::WrOpcode op :
+         {rdma::WrOpcode::rdma_write, rdma::WrOpcode::rdma_write_with_imm, rdma::WrOpcode::send,
+          rdma::WrOpcode::send_with_imm, rdma::WrOpcode::send_with_inv}) {
+        for (const std::uint32_t length : {0U, 1U, 2U, 3U, 8U, 61U, mtu, mtu + 1, 2 * mtu + 3}) {
+            cases.push_back({op, length, false, length % 2 == 1});
+        }
+        cases.push_back({op, 13, true, true});
+    }
+    const auto bytes_of = [](rte_mbuf* m) {
+        const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
+        return std::vector<std::uint8_t>(p, p + rte_pktmbuf_data_len(m));
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(testing::Message() << "opcode " << static_cast<int>(c.opcode) << " length "
+                                        << c.length << (c.inline_data ? " inline" : ""));
+        rdma::SendWr wr = write_wr(7, 0, c.length, 0x7000'0000'1234ULL);
+        wr.opcode = c.opcode;
+        wr.imm_or_invalidate = 0x89abcdefU;
+        if (c.inline_data) {
+            wr.flags |= rdma::send_inline;
+        }
+        if (c.solicited) {
+            wr.flags |= rdma::send_solicited;
+        }
+        post_deferred(wr);
+        TxBatch fast;
+        run_requester(qp(), fast, tsc());
+        const SendWqe& wqe = qp().send_queue.at(qp().send_queue.size() - 1);
+        ASSERT_EQ(fast.count, wqe.psn_span);
+        for (std::uint16_t k = 0; k < fast.count; ++k) {
+            const std::vector<std::uint8_t> got = bytes_of(fast.mbufs[k]);
+            roce::ParsedFrame parsed;
+            ASSERT_EQ(roce::parse_roce_frame(got, parsed), roce::ParseError::ok) << "packet " << k;
+            const PacketPlan plan = Segmenter(wqe.wr.opcode, wqe.length, mtu).packet(k);
+            roce::TransportHeaders h =
+                headers_for(qp(), plan.opcode, roce::psn_add(wqe.first_psn, k));
+            h.bth.ack_req = parsed.bth.ack_req; // the cadence is another test's
+            h.bth.solicited = plan.last && c.solicited;
+            h.reth = {wr.rdma.remote_addr, wr.rdma.rkey, c.length};
+            h.immediate = wr.imm_or_invalidate;
+            h.invalidate_rkey = wr.imm_or_invalidate;
+            TxBatch built;
+            ASSERT_TRUE(emit(qp(), built, h, Payload{&wqe, nullptr, 0, plan.offset, plan.length}));
+            EXPECT_EQ(got, bytes_of(built.mbufs[0])) << "packet " << k;
+            rte_pktmbuf_free(built.mbufs[0]);
+            rte_pktmbuf_free(fast.mbufs[k]);
+        }
+        acknowledge(roce::psn_add(wqe.first_psn, wqe.psn_span - 1), roce::ack_syndrome(), tsc());
+        (void)send_completions();
+    }
 }
 
 TEST_F(RequesterRoleTest, TheSendWindowCapsThePacketsInFlight) {
