@@ -416,6 +416,13 @@ std::uint32_t stored_icrc(std::span<const std::uint8_t> ip_datagram) noexcept {
     return load_le32(ip_datagram.data() + ip_datagram.size() - icrc_size);
 }
 
+std::uint32_t compute_built_icrc(std::span<const std::uint8_t> ip_datagram, bool ipv4) noexcept {
+    const IcrcLayout layout{.masked = (ipv4 ? ipv4_header_size : ipv6_header_size) +
+                                      udp_header_size + bth_size,
+                            .mask_index = ipv4 ? 0 : ipv6_mask_index};
+    return icrc_of(ip_datagram, layout, CrcPath::automatic);
+}
+
 bool verify_icrc(std::span<const std::uint8_t> ip_datagram, CrcPath path) noexcept {
     const IcrcLayout layout = icrc_layout(ip_datagram);
     return layout.masked != 0 && icrc_of(ip_datagram, layout, path) == stored_icrc(ip_datagram);

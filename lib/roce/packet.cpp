@@ -545,6 +545,18 @@ bool finalize_frame(std::span<std::uint8_t> frame, const FrameLayout& layout,
     return true;
 }
 
+void seal_frame(std::span<std::uint8_t> frame, const FrameLayout& layout, bool ipv4) noexcept {
+    std::uint8_t* p = frame.data();
+    // Four zero bytes cover any pad; the ICRC, which they run into, is written next.
+    store_le32(p + layout.payload_offset + layout.payload_length, 0);
+    const std::span<std::uint8_t> datagram(p + layout.ip_offset,
+                                           layout.frame_length - layout.ip_offset);
+    store_le32(p + layout.frame_length - icrc_size, compute_built_icrc(datagram, ipv4));
+    if (PRDMA_UNLIKELY(layout.wire_length > layout.frame_length)) {
+        std::memset(p + layout.frame_length, 0, layout.wire_length - layout.frame_length);
+    }
+}
+
 FrameLayout build_frame(const FrameHeaders& h, std::span<const std::uint8_t> payload,
                         std::span<std::uint8_t> out, CrcPath path) noexcept {
     if (PRDMA_UNLIKELY(payload.size() > 0xffff)) {

@@ -113,7 +113,7 @@ rte_mbuf* frame_mbuf(SwroceQp& qp) noexcept {
 void finish_frame(SwroceQp& qp, TxBatch& tx, rte_mbuf* mbuf, const roce::FrameLayout& layout,
                   std::uint32_t payload_length) noexcept {
     const std::span<std::uint8_t> frame(rte_pktmbuf_mtod(mbuf, std::uint8_t*), layout.wire_length);
-    roce::finalize_frame(frame, layout);
+    roce::seal_frame(frame, layout, qp.tx_headers.ipv4());
     if (!qp.tx_headers.ipv4()) {
         roce::set_ipv6_udp_checksum(frame, layout);
     }

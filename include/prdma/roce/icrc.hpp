@@ -70,4 +70,8 @@ bool verify_icrc(std::span<const std::uint8_t> ip_datagram,
 // writes nothing) when compute_icrc could not run.
 bool store_icrc(std::span<std::uint8_t> ip_datagram, CrcPath path = CrcPath::automatic) noexcept;
 
+// compute_icrc of a datagram this library's builder made (IPv4 without options when `ipv4`, else
+// IPv6) and at least IP + UDP + BTH + ICRC long: its shape is taken as said, not read back.
+std::uint32_t compute_built_icrc(std::span<const std::uint8_t> ip_datagram, bool ipv4) noexcept;
+
 } // namespace prdma::roce

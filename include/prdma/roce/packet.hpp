@@ -197,6 +197,10 @@ private:
 bool finalize_frame(std::span<std::uint8_t> frame, const FrameLayout& layout,
                     CrcPath path = CrcPath::automatic) noexcept;
 
+// What finalize_frame writes, for a frame whose layout the caller made from a successful build
+// of its own (the layout is trusted, not checked) with IPv4 without options (`ipv4`) or IPv6.
+void seal_frame(std::span<std::uint8_t> frame, const FrameLayout& layout, bool ipv4) noexcept;
+
 // Headers, a copy of `payload`, and finalize_frame in one call.
 FrameLayout build_frame(const FrameHeaders& h, std::span<const std::uint8_t> payload,
                         std::span<std::uint8_t> out, CrcPath path = CrcPath::automatic) noexcept;

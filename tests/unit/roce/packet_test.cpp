@@ -142,7 +142,7 @@ TEST(Packet, EveryOpcodeEveryPadOverIpv4AndIpv6) {
 
 // A QP's header template writes what the builder writes, for every opcode, IP version, VLAN
 // and length (so the IPv4 checksum patched from the template's sum is the one computed afresh),
-// and a frame from it parses with its ICRC.
+// seal_frame what finalize_frame writes, and a frame from it parses with its ICRC.
 TEST(Packet, AHeaderTemplateBuildsWhatTheBuilderBuilds) {
     for (const Opcode opcode : all_opcodes) {
         const OpcodeInfo& info = opcode_info(opcode);
@@ -168,7 +168,10 @@ TEST(Packet, AHeaderTemplateBuildsWhatTheBuilderBuilds) {
                     EXPECT_EQ(b.frame_length, a.frame_length);
                     EXPECT_EQ(b.wire_length, a.wire_length);
                     EXPECT_EQ(got, expected);
+                    Bytes sealed = got; // seal_frame writes what finalize_frame writes
                     ASSERT_TRUE(finalize_frame(got, b));
+                    seal_frame(sealed, b, version == IpVersion::ipv4);
+                    EXPECT_EQ(sealed, got);
                     got.resize(b.wire_length);
                     if (version == IpVersion::ipv6) {
                         ASSERT_TRUE(set_ipv6_udp_checksum(got, b));
