@@ -275,6 +275,16 @@ std::uint16_t ipv4_checksum_fixed(const std::uint8_t* ip) noexcept {
     return static_cast<std::uint16_t>(~sum);
 }
 
+// The ICRC of a datagram of the common shape (IPv4 without options or IPv6, as checked), its
+// shape taken from the checks rather than read again.
+std::uint32_t common_icrc(std::span<const std::uint8_t> datagram, std::size_t ip_header_length,
+                          const ParseOptions& options) noexcept {
+    if (options.crc_path != CrcPath::automatic) {
+        return compute_icrc(datagram, options.crc_path);
+    }
+    return compute_built_icrc(datagram, ip_header_length == ipv4_header_size);
+}
+
 // The common shape at fixed offsets: Ethernet without a tag, IPv4 without options or IPv6, UDP to
 // 4791, BTH version 0 with a known opcode, the ICRC right. It accepts only: a frame of any other
 // shape, or one that fails any check, is left to the full parser (false), so both parsers give
@@ -322,7 +332,7 @@ bool parse_common(std::span<const std::uint8_t> frame, ParsedFrame& out,
     const std::size_t after_headers = ib_size - info.header_length - icrc_size;
     const std::uint32_t icrc = load_le32(ib + ib_size - icrc_size);
     if (pad > after_headers || (!info.has_payload && after_headers != 0) ||
-        (options.verify_icrc && compute_icrc({ip, total}, options.crc_path) != icrc)) {
+        (options.verify_icrc && common_icrc({ip, total}, ip_header_length, options) != icrc)) {
         return false;
     }
     // Accepted: every field, as the full parser fills it, or what a transport reads.
