@@ -114,7 +114,7 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept {
     // destroyed is gone before the scan).
     run_group_requests(dev, group);
     RxBurst burst;
-    burst.count = dev.port.receive_frames(group, burst.mbufs.data(), burst_size);
+    burst.count = dev.port.receive_frames(group, burst.mbufs.data(), rx_burst_size);
     if (nothing_to_do(dev, group, burst)) {
         return;
     }
