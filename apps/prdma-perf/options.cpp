@@ -646,7 +646,7 @@ std::string usage(TestId test) {
            "  -a, --all                every size from 2 to 2^23\n"
            "  -n, --iters=<iters>      iterations (default 1000; write_bw 5000)\n"
            "  -D, --duration=<sec>     run for a time instead of a number of iterations\n"
-           "  -q, --qp=<n>             QPs, bandwidth tests (default 1)\n"
+           "  -q, --qp=<n>             QPs, bandwidth tests (1..1024, default 1)\n"
            "  -m, --mtu=<mtu>          path MTU 256..4096 (default: the port's)\n"
            "  -F, --CPU-freq           do not warn about CPU frequency scaling\n"
            "  -x, --gid-index=<i>      GID index (default 0)\n"

@@ -30,7 +30,7 @@ std::optional<TestId> parse_test_name(std::string_view name);
 std::string test_name(TestId test);
 
 inline constexpr std::uint64_t max_message_size = 8ULL << 20; // perftest's MAX_SIZE for RC
-inline constexpr unsigned max_qps = 64;
+inline constexpr unsigned max_qps = 1024;
 
 struct PerfOptions {
     TestId test;

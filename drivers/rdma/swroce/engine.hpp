@@ -153,5 +153,14 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
 void progress_group(SwroceDevice& dev, unsigned group) noexcept;
 // The requester of one QP right after a post that rings the doorbell.
 void kick_requester(SwroceQp& qp) noexcept;
+// `qp` may have frames to make: its group's next progress serves it.
+inline void activate(QueueGroupState& group, SwroceQp& qp) noexcept {
+    if (!qp.active) {
+        qp.active = true;
+        group.active.push_back(&qp); // reserved for every QP of the group: never allocates
+    }
+}
+// Takes a QP leaving its group's table out of the active list (control path, or the owner).
+void deactivate(QueueGroupState& group, SwroceQp& qp) noexcept;
 
 } // namespace prdma::swroce

@@ -282,6 +282,7 @@ struct SwroceQp {
     // From INIT to RTR until ERR or RESET: what a connection-bound region (seed 002) must match.
     mem::ConnectionId connection = mem::no_connection;
     bool destroying = false;
+    bool active = false;         // in its group's active list (QueueGroupState::active)
     bool error_reported = false; // qp_fatal / last_wqe_reached recorded for this entry into ERR
 
     [[nodiscard]] rdma::QpState state() const noexcept { return attr.state; }

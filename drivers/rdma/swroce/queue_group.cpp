@@ -1,6 +1,8 @@
 // A queue group's progress, run to completion by the lcore that polls it: the control requests
 // waiting for it, an rx burst through the roles, then each QP's ACKs, READ responses, timers and
 // requester into one tx batch, and the batch to the port.
+#include <algorithm>
+
 #include <rte_cycles.h>
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
@@ -107,7 +109,81 @@ bool serve(SwroceDevice& dev, unsigned group, SwroceQp& qp, TxBatch& tx,
     return !tx.full() || transmit(dev, group, tx);
 }
 
+// Whether a QP may have frames to make at the next progress (a requester the window holds back
+// counts: serving it is how it finds out).
+bool has_work(const SwroceQp& qp) noexcept {
+    return qp.resp.ack_pending || qp.resp.responses_pending || qp.req.repairs_pending ||
+           qp.req.send_offset < qp.send_queue.size();
+}
+
+// A progress serves the active QPs; this one in `full_scan_interval` serves every QP of the
+// group and runs their timers (microseconds apart, against deadlines of milliseconds), and puts
+// back on the list whatever a timer or a control request gave work to.
+constexpr std::uint32_t full_scan_interval = 16;
+
+// Every QP's timers and frames, from the QP the port stopped the last full scan at, round the
+// group, so that with more QPs than the port takes at once each still gets its turn.
+bool serve_every_qp(SwroceDevice& dev, unsigned group, TxBatch& tx, std::uint64_t now,
+                    bool can_send) noexcept {
+    QueueGroupState& state = *dev.groups[group];
+    const std::uint32_t first = dev.first_slot(group);
+    const std::uint32_t count = state.qp_slot_end > first ? state.qp_slot_end - first : 0;
+    const std::uint32_t start = state.serve_from < count ? state.serve_from : 0;
+    for (std::uint32_t i = 0; i < count; ++i) {
+        const std::uint32_t at = start + i < count ? start + i : start + i - count;
+        SwroceQp* qp = dev.qps[first + at].get();
+        if (qp == nullptr || qp->queue_group != group || qp->destroying) {
+            continue;
+        }
+        if (qp->state() == rdma::QpState::rts) {
+            check_timer(*qp, now);
+        }
+        if (can_send && !serve(dev, group, *qp, tx, now)) {
+            can_send = false;
+            state.serve_from = at;
+        }
+        if (has_work(*qp)) {
+            activate(state, *qp);
+        }
+    }
+    return can_send;
+}
+
+// The active QPs' frames; those left with nothing to do leave the list. When the port refuses
+// frames, the QP it stopped at goes first next time.
+bool serve_active(SwroceDevice& dev, unsigned group, TxBatch& tx, std::uint64_t now,
+                  bool can_send) noexcept {
+    QueueGroupState& state = *dev.groups[group];
+    std::size_t kept = 0;
+    std::size_t stopped_at = 0;
+    for (SwroceQp* qp : state.active) {
+        if (can_send && !qp->destroying && !serve(dev, group, *qp, tx, now)) {
+            can_send = false;
+            stopped_at = kept;
+        }
+        if (!qp->destroying && has_work(*qp)) {
+            state.active[kept++] = qp;
+        } else {
+            qp->active = false;
+        }
+    }
+    state.active.resize(kept);
+    if (!can_send) {
+        std::rotate(state.active.begin(),
+                    state.active.begin() + static_cast<std::ptrdiff_t>(stopped_at),
+                    state.active.end());
+    }
+    return can_send;
+}
+
 } // namespace
+
+void deactivate(QueueGroupState& group, SwroceQp& qp) noexcept {
+    if (qp.active) {
+        std::erase(group.active, &qp);
+        qp.active = false;
+    }
+}
 
 void progress_group(SwroceDevice& dev, unsigned group) noexcept {
     // Control requests first (a QP created for this group takes part in this very burst; one being
@@ -127,16 +203,9 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept {
     TxBatch tx;
     QueueGroupState& state = *dev.groups[group];
     state.work_left = false;
-    for (std::uint32_t slot = dev.first_slot(group); slot < state.qp_slot_end; ++slot) {
-        SwroceQp* qp = dev.qps[slot].get();
-        if (qp == nullptr || qp->queue_group != group || qp->destroying) {
-            continue;
-        }
-        if (qp->state() == rdma::QpState::rts) {
-            check_timer(*qp, now);
-        }
-        can_send = can_send && serve(dev, group, *qp, tx, now);
-    }
+    can_send = ++state.progresses % full_scan_interval == 0
+                   ? serve_every_qp(dev, group, tx, now, can_send)
+                   : serve_active(dev, group, tx, now, can_send);
     // A full batch or a refusing port leaves work for the next progress, which must not count
     // as empty.
     state.work_left = !can_send || tx.full();
@@ -146,6 +215,7 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept {
 }
 
 void kick_requester(SwroceQp& qp) noexcept {
+    activate(*qp.device->groups[qp.queue_group], qp);
     if (!flush_backlog(*qp.device, qp.queue_group)) {
         return; // the next progress sends it, after what waits
     }

@@ -93,6 +93,7 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
     } else if (qp->state() != rdma::QpState::err) {
         respond(*qp, frame);
     }
+    activate(*dev.groups[group], *qp); // an ACK, a response, or a window opened for its requester
     return false;
 }
 

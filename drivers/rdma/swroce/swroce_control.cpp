@@ -259,6 +259,7 @@ Status create_qp(Device& device, const rdma::driver::QpInit& init, const Control
 
 void free_qp(SwroceDevice& dev, SwroceQp* qp) {
     const std::uint32_t slot = qp->qpn - first_qpn;
+    deactivate(*dev.groups[qp->queue_group], *qp);
     {
         const std::lock_guard lock(dev.qp_free_mutex);
         dev.qps[slot].reset();
@@ -827,6 +828,7 @@ void run_group_requests(SwroceDevice& dev, unsigned group) noexcept {
             qp.destroying = true;
             qp.set_state(rdma::QpState::err);
             flush_queues(qp); // the flush completions are in the CQs before the destroy completes
+            deactivate(*dev.groups[qp.queue_group], qp);
             request.qp_storage =
                 std::move(dev.qps[qp.qpn - first_qpn]); // freed by the control path
             break;

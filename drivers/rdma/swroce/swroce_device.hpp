@@ -108,6 +108,13 @@ struct QueueGroupState {
     // next one is not empty, whatever it receives.
     bool work_left = false;
     std::uint32_t idle_polls = 0; // empty polls in a row, for the timers' turn (queue_group.cpp)
+    // Where the next full scan starts serving QPs: the one the port stopped the last at.
+    std::uint32_t serve_from = 0;
+    // The QPs that may have frames to make (received a frame, were posted to, or had work left at
+    // the last progress); reserved for every QP of the group, so adding one never allocates. A
+    // progress serves these; every `full_scan_interval`th serves every QP and runs the timers.
+    std::vector<SwroceQp*> active;
+    std::uint32_t progresses = 0;
     // The thread that polls this group (0 until one does), or a control thread acting on it with
     // control_hold_bit set (GroupHold); the control path drives only groups nobody claimed, or
     // that its own thread claimed.

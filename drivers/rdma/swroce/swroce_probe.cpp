@@ -123,6 +123,7 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
     };
     for (unsigned group = 0; group < dev->port.queue_groups(); ++group) {
         auto state = std::make_unique<QueueGroupState>();
+        state->active.reserve(dev->qps_per_group);
         const std::uint64_t delay_cycles = dev->args.delay_us * rte_get_tsc_hz() / 1'000'000;
         state->rx_faults.configure(dev->args.rx_faults, dev->args.reorder_depth, delay_cycles,
                                    injector_seed(dev->args.seed, group, FaultDirection::rx));

@@ -90,10 +90,14 @@ def run_pair(test, args=(), relay=False, timeout=120, server_args=None, devargs=
         sock = os.path.join(tmp, 'memif.sock')
         server_port = free_port()
         client_port = free_port() if relay else server_port
+        # The server writes to files, read once it ends: a pipe nobody reads during the run would
+        # fill (a thousand QPs print two lines each) and stop the server mid-test.
+        s_out_file = open(os.path.join(tmp, 'server.out'), 'w+')
+        s_err_file = open(os.path.join(tmp, 'server.err'), 'w+')
         server = subprocess.Popen([PERF, test] + eal('server', sock, '10.0.0.1', 0, devargs[0]) +
                                   list(args if server_args is None else server_args) +
                                   ['-p', str(server_port)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                  stdout=s_out_file, stderr=s_err_file, text=True)
         deadline = time.monotonic() + 20
         while not os.path.exists(sock) and server.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -104,16 +108,24 @@ def run_pair(test, args=(), relay=False, timeout=120, server_args=None, devargs=
         client = subprocess.Popen([PERF, test] + eal('client', sock, '10.0.0.2', 1, devargs[1]) +
                                   list(args) + ['-p', str(client_port), '127.0.0.1'],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        def server_output():
+            with s_out_file, s_err_file:
+                s_out_file.seek(0)
+                s_err_file.seek(0)
+                return s_out_file.read(), s_err_file.read()
+
         try:
             c_out, c_err = client.communicate(timeout=timeout)
-            s_out, s_err = server.communicate(timeout=30)
+            server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             client.kill()
             server.kill()
             c_out, c_err = client.communicate()
-            s_out, s_err = server.communicate()
+            server.wait()
+            s_out, s_err = server_output()
             raise AssertionError(f'{test} timed out\nclient:\n{c_out}{c_err}\nserver:\n'
                                  f'{s_out}{s_err}')
+        s_out, s_err = server_output()
         if tap is not None:
             tap.join(10)
         return (client.returncode, c_out, c_err, server.returncode, s_out, s_err,
@@ -255,6 +267,17 @@ class Verify(unittest.TestCase):
         self.assertEqual(found[0][1:], (2, 'receive buffer(s) after the run'))
         self.assertEqual(found[0][0] % 2, 0)
         self.assertGreaterEqual(found[0][0], 2 * 4096)
+
+    def test_write_bw_on_a_thousand_qps(self):
+        # 1,024 QPs each with a full send queue: every QP gets its turn and its ACKs in time.
+        # Before the group served an active list and resumed where the port stopped it, each
+        # progress scanned every slot from the first, the ACKs of the last QPs came too late and
+        # their WRs failed with retry_exceeded.
+        out_c, out_s = self.run_verified('write_bw', ('-n', '2000', '-s', '64', '-q', '1024'))
+        self.assertIn(NOTHING_TO_CHECK, out_c)
+        found = self.verified(out_s)
+        self.assertEqual(len(found), 1, out_s)
+        self.assertEqual(found[0][1:], (1024, 'receive buffer(s) after the run'))
 
     def test_read_bw(self):
         out_c, _ = self.run_verified('read_bw', ('-n', '200', '-s', '3000'))
