@@ -824,17 +824,22 @@ TEST_F(EngineTest, SixteenQueuePairsAtOnce) {
 // costs a fraction of one with the device's limits, its memory is reported, and it carries
 // messages as before; SGEs beyond its caps and inline data it has no room for are refused.
 TEST_F(EngineTest, QueueSlotsAreSizedToTheCapsTheQpWasCreatedWith) {
-    const auto status_with = [&](std::uint32_t sges, std::uint32_t inline_bytes) {
+    const auto init_with = [](Side& side, std::uint32_t depth, std::uint32_t sges,
+                              std::uint32_t inline_bytes) {
         QpInitAttr init;
-        init.pd = &a_->pd;
-        init.send_cq = &a_->cq;
-        init.recv_cq = &a_->cq;
-        init.caps = {.max_send_wr = 128,
-                     .max_recv_wr = 128,
+        init.pd = &side.pd;
+        init.send_cq = &side.cq;
+        init.recv_cq = &side.cq;
+        init.caps = {.max_send_wr = depth,
+                     .max_recv_wr = depth,
                      .max_send_sge = sges,
                      .max_recv_sge = sges,
                      .max_inline_data = inline_bytes};
-        QueuePair qp = std::move(a_->context.create_qp(init).value());
+        return init;
+    };
+    const auto status_with = [&](std::uint32_t sges, std::uint32_t inline_bytes) {
+        QueuePair qp =
+            std::move(a_->context.create_qp(init_with(*a_, 128, sges, inline_bytes)).value());
         return qp.query_status().value();
     };
     const QpStatus small = status_with(1, 0);
@@ -849,19 +854,8 @@ TEST_F(EngineTest, QueueSlotsAreSizedToTheCapsTheQpWasCreatedWith) {
     EXPECT_GT(small.memory_bytes, 128 * std::uint64_t{small.send_wqe_bytes + small.recv_wqe_bytes});
 
     // The fixture's main QPs, remade with one SGE and no inline room, still move data.
-    QpInitAttr lean_a;
-    lean_a.pd = &a_->pd;
-    lean_a.send_cq = &a_->cq;
-    lean_a.recv_cq = &a_->cq;
-    lean_a.caps = {.max_send_wr = 64,
-                   .max_recv_wr = 64,
-                   .max_send_sge = 1,
-                   .max_recv_sge = 1,
-                   .max_inline_data = 0};
-    QpInitAttr lean_b = lean_a;
-    lean_b.pd = &b_->pd;
-    lean_b.send_cq = &b_->cq;
-    lean_b.recv_cq = &b_->cq;
+    const QpInitAttr lean_a = init_with(*a_, 64, 1, 0);
+    const QpInitAttr lean_b = init_with(*b_, 64, 1, 0);
     a_->qp = std::move(a_->context.create_qp(lean_a).value());
     b_->qp = std::move(b_->context.create_qp(lean_b).value());
     connect(*a_, *b_, pair_->gid_b());
