@@ -150,7 +150,7 @@ bool place_response(SwroceQp& qp, SendWqe& target, const roce::ParsedFrame& fram
         }
     }
     if (!target.keys_valid()) {
-        fail_qp(qp, rdma::WcStatus::local_protection_error);
+        fail_in_order(qp, target, rdma::WcStatus::local_protection_error);
         return false;
     }
     place_in_wqe(target, offset, data.data(), static_cast<std::uint32_t>(data.size()));

@@ -96,6 +96,10 @@ void fail_qp(SwroceQp& qp, rdma::WcStatus status, std::uint32_t vendor_error = 0
 void fail_responder(SwroceQp& qp) noexcept;
 // Completes local WRs that reached the head (nothing before them is outstanding).
 void retire_local_heads(SwroceQp& qp) noexcept;
+// A WR under way that fails where it stands (a READ whose local region went away): it completes
+// with `status` once it reaches the head, the WRs before it complete first, nothing after it is
+// sent, and the QP goes to error then.
+void fail_in_order(SwroceQp& qp, SendWqe& wqe, rdma::WcStatus status) noexcept;
 // The transmitted WQE whose packets include `psn` (a READ's: its responses), or nullptr.
 SendWqe* wqe_holding(SwroceQp& qp, std::uint32_t psn) noexcept;
 

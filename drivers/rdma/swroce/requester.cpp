@@ -15,7 +15,8 @@ namespace prdma::swroce {
 
 namespace {
 
-// Checks every SGE's lkey once, when the WQE is first transmitted.
+// Checks every SGE's lkey once, when the WQE is first transmitted. A failure is the WQE's own:
+// it completes with it in send-queue order (pass_local), after the WRs before it.
 bool check_local_keys(SwroceQp& qp, SendWqe& wqe) noexcept {
     if (wqe.checked || wqe.wr.flags.has(rdma::send_inline)) {
         wqe.checked = true;
@@ -31,7 +32,8 @@ bool check_local_keys(SwroceQp& qp, SendWqe& wqe) noexcept {
         const mem::KeyCheck check =
             registry.check({sge.lkey, qp.pd, qp.connection, access, sge.addr, sge.length}, &entry);
         if (check != mem::KeyCheck::ok) {
-            fail_qp(qp, rdma::WcStatus::local_protection_error, static_cast<std::uint32_t>(check));
+            wqe.local_status = rdma::WcStatus::local_protection_error;
+            wqe.local_vendor_error = static_cast<std::uint32_t>(check);
             return false;
         }
         wqe.entries()[i] = entry;
@@ -190,8 +192,9 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
             return false;
         }
         if (plan.length > 0 && request && !wqe.keys_valid()) {
-            // The local region went away while the WQE was queued: as a NIC would, fail it.
-            fail_qp(qp, rdma::WcStatus::local_protection_error);
+            // The local region went away while the WQE was queued: as a NIC would, fail it (in
+            // send-queue order, as run_requester passes it now).
+            wqe.local_status = rdma::WcStatus::local_protection_error;
             return false;
         }
         // A probe must be answered, wherever in a message it falls.
@@ -251,8 +254,8 @@ void send_repairs(SwroceQp& qp, TxBatch& tx) noexcept {
 }
 
 // A FAST_REG or LOCAL_INV reached in send-queue order: run once (a restart passes it again
-// without running it). False when it failed: nothing after it is sent, and it completes in
-// error when it reaches the head.
+// without running it). False when it failed, or for a WR that failed where it stands: nothing
+// after it is sent, and it completes in error when it reaches the head.
 bool pass_local(SwroceQp& qp, SendWqe& wqe) noexcept {
     if (!wqe.assigned) {
         execute_local(qp, wqe);
@@ -320,7 +323,8 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
             continue;
         }
         if (!check_local_keys(qp, wqe)) {
-            return;
+            pass_local(qp, wqe); // failed where it stands
+            break;
         }
         // A fence (or NDK's read fence) waits for earlier READs/atomics; max_rd_atomic bounds
         // how many of them may be outstanding.
@@ -331,6 +335,10 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
             return;
         }
         if (!send_packets(qp, wqe, tx, now)) {
+            if (wqe.local_status != rdma::WcStatus::success) {
+                pass_local(qp, wqe); // its keys went away between packets
+                break;
+            }
             return;
         }
         reads += wqe.is_read_or_atomic() ? 1U : 0U;

@@ -69,6 +69,12 @@ void retire_local_heads(SwroceQp& qp) noexcept {
     }
 }
 
+void fail_in_order(SwroceQp& qp, SendWqe& wqe, rdma::WcStatus status) noexcept {
+    wqe.local_status = status;
+    qp.req.send_stopped = true;
+    retire_local_heads(qp);
+}
+
 SendWqe* wqe_holding(SwroceQp& qp, std::uint32_t psn) noexcept {
     for (std::uint32_t i = 0; i < qp.send_queue.size(); ++i) {
         SendWqe& wqe = qp.send_queue.at(i);

@@ -83,20 +83,25 @@ protected:
                  {}});
         side->pd = std::move(side->context.alloc_pd().value());
         side->cq = std::move(side->context.create_cq(4096, group).value());
-        QpInitAttr init;
-        init.pd = &side->pd;
-        init.send_cq = &side->cq;
-        init.recv_cq = &side->cq;
-        init.caps.max_send_wr = 1024;
-        init.caps.max_recv_wr = 1024;
-        init.caps.max_inline_data = 128;
-        side->qp = std::move(side->context.create_qp(init).value());
+        side->qp = make_qp(*side);
         auto mr = side->pd.register_memory(side->buffer.data(), kBufferSize,
                                            mem::access_local_write | mem::access_remote_write |
                                                mem::access_remote_read | mem::access_remote_atomic);
         EXPECT_TRUE(mr.ok()) << mr.error().to_string();
         side->mr = std::move(mr.value());
         return side;
+    }
+
+    // A QP on the side's PD and CQ.
+    static QueuePair make_qp(Side& side) {
+        QpInitAttr init;
+        init.pd = &side.pd;
+        init.send_cq = &side.cq;
+        init.recv_cq = &side.cq;
+        init.caps.max_send_wr = 1024;
+        init.caps.max_recv_wr = 1024;
+        init.caps.max_inline_data = 128;
+        return std::move(side.context.create_qp(init).value());
     }
 
     // Connects at PSN 1000 both ways (the crafted frames of several tests count from there), with
@@ -2025,6 +2030,72 @@ TEST_F(EngineTest, AnOverlongWrFailsInSendQueueOrder) {
     EXPECT_EQ(done[0].status, WcStatus::success);
     EXPECT_EQ(done[1].wr_id, 2U);
     EXPECT_EQ(done[1].status, WcStatus::local_length_error);
+}
+
+// A WR's local error is reported on that WR (IBTA 10.8.3, rxe): posted in one call behind a valid
+// READ, the failing WR carries its own error and the WRs after it flush; the READ before it
+// completes or flushes, never blamed. Each local error path is tried in the middle position.
+TEST_F(EngineTest, ALocalErrorIsReportedOnTheWrThatFailed) {
+    struct Case {
+        const char* name;
+        WcStatus status;
+    };
+    const std::array<Case, 5> cases = {
+        Case{"sge beyond its region", WcStatus::local_protection_error},
+        Case{"unknown lkey", WcStatus::local_protection_error},
+        Case{"read into a read-only region", WcStatus::local_protection_error},
+        Case{"fast-register without a region", WcStatus::local_qp_operation_error},
+        Case{"longer than 2^31 bytes", WcStatus::local_length_error}};
+    auto read_only = a_->pd.register_memory(a_->data() + 512 * 1024, 4096, mem::AccessFlags{});
+    ASSERT_TRUE(read_only.ok());
+    const std::array<Sge, 2> overlong_sges = {Sge{a_->addr(), 0x80000000U, a_->mr.lkey()},
+                                              Sge{a_->addr(), 16, a_->mr.lkey()}};
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        SCOPED_TRACE(cases[i].name);
+        SendWr read = send_wr(*a_, WrOpcode::rdma_read, 0, 4096);
+        read.wr_id = 1;
+        read.rdma.remote_addr = b_->addr();
+        read.rdma.rkey = b_->mr.rkey();
+        SendWr bad = send_wr(*a_, WrOpcode::rdma_write, kBufferSize - 64, 128);
+        bad.wr_id = 2;
+        bad.rdma = read.rdma;
+        if (i == 1) {
+            bad.sge = {a_->addr(), 64, 0x12345600};
+        } else if (i == 2) {
+            bad.opcode = WrOpcode::rdma_read;
+            bad.sge = {a_->addr() + 512 * 1024, 64, read_only->lkey()};
+        } else if (i == 3) {
+            bad = SendWr{};
+            bad.wr_id = 2;
+            bad.opcode = WrOpcode::fast_reg;
+            bad.flags = send_signaled;
+        } else if (i == 4) {
+            bad.sge = {};
+            bad.num_sge = 2;
+            bad.sg_list = overlong_sges.data();
+        }
+        SendWr after = send_wr(*a_, WrOpcode::rdma_write, 8192, 64);
+        after.wr_id = 3;
+        after.rdma = read.rdma;
+        const SendWr wrs[] = {read, bad, after};
+        ASSERT_EQ(post_send(a_->qp, {wrs, 3}), 3);
+        const auto done = wait(*a_, 3);
+        ASSERT_EQ(done.size(), 3U);
+        EXPECT_EQ(done[0].wr_id, 1U);
+        EXPECT_TRUE(done[0].status == WcStatus::success ||
+                    done[0].status == WcStatus::wr_flush_error)
+            << wc_status_name(done[0].status);
+        EXPECT_EQ(done[1].wr_id, 2U);
+        EXPECT_EQ(done[1].status, cases[i].status) << wc_status_name(done[1].status);
+        EXPECT_EQ(done[2].wr_id, 3U);
+        EXPECT_EQ(done[2].status, WcStatus::wr_flush_error) << wc_status_name(done[2].status);
+        EXPECT_EQ(a_->qp.state(), QpState::err);
+        // A fresh connection for the next case.
+        a_->qp = make_qp(*a_);
+        b_->qp = make_qp(*b_);
+        connect(*a_, *b_, pair_->gid_b());
+        connect(*b_, *a_, pair_->gid_a());
+    }
 }
 
 } // namespace
