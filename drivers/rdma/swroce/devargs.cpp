@@ -186,6 +186,14 @@ Status apply(SwroceDevargs& out, std::string_view key, std::string_view value) {
                                    static_cast<unsigned>(PRDMA_MAX_QUEUE_GROUPS))};
         }
         out.queues = *queues;
+    } else if (key == "progress") {
+        if (value != "poll" && value != "service") {
+            return bad("progress", value,
+                       "progress=poll (the thread polling a CQ drives its queue group) or "
+                       "progress=service (a DPDK service on an EAL service lcore, -s/-S, drives "
+                       "every queue group)");
+        }
+        out.service_progress = value == "service";
     } else if (key == "pcap") {
         if (value.empty()) {
             return bad("pcap", value,

@@ -48,17 +48,21 @@ struct SwroceDevargs {
     unsigned reorder_depth = 3;   // later frames that pass a reordered one
     std::uint32_t delay_us = 100; // how long a delayed frame is held
     std::uint64_t seed = 1;       // seed of every fault decision (injector_seed), so a run repeats
+    // progress=service: the engine runs as a DPDK service (rte_service) on an EAL service lcore
+    // (-s/-S), so the application's threads only post and reap; progress=poll (the default): the
+    // thread that polls a CQ drives its queue group.
+    bool service_progress = false;
 };
 
 inline constexpr unsigned max_reorder_depth = FaultInjector::max_reorder_depth;
 inline constexpr std::uint32_t max_delay_us = 1000000;
 
 // Keys, in the order the usage message lists them.
-inline constexpr std::array<std::string_view, 19> devarg_keys = {
-    "port",       "ip",           "mtu",          "queues",     "pcap",          "drop",
-    "rx_drop",    "rx_reorder",   "rx_duplicate", "rx_corrupt", "rx_delay",      "tx_drop",
-    "tx_reorder", "tx_duplicate", "tx_corrupt",   "tx_delay",   "reorder_depth", "delay_us",
-    "seed"};
+inline constexpr std::array<std::string_view, 20> devarg_keys = {
+    "port",       "ip",       "mtu",           "queues",     "progress",
+    "pcap",       "drop",     "rx_drop",       "rx_reorder", "rx_duplicate",
+    "rx_corrupt", "rx_delay", "tx_drop",       "tx_reorder", "tx_duplicate",
+    "tx_corrupt", "tx_delay", "reorder_depth", "delay_us",   "seed"};
 
 // Parses "key=value[,key=value...]". Every rule broken is invalid_parameter with a message that
 // names the key, the value given and what is allowed.

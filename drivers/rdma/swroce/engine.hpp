@@ -16,6 +16,8 @@
 #include <array>
 #include <cstdint>
 
+#include <rte_ring.h>
+
 #include <prdma/roce/packet.hpp>
 
 #include "swroce_device.hpp"
@@ -166,5 +168,29 @@ inline void activate(QueueGroupState& group, SwroceQp& qp) noexcept {
 }
 // Takes a QP leaving its group's table out of the active list (control path, or the owner).
 void deactivate(QueueGroupState& group, SwroceQp& qp) noexcept;
+
+// ---- service.cpp (progress=service) ----
+// An application thread posted to `qp`: its group's engine looks at its queues next progress.
+// One exchange on the QP's flag, and an enqueue only when the engine took the last ring.
+inline void ring_doorbell(SwroceQp& qp) noexcept {
+    if (!qp.rung.load(std::memory_order_relaxed) &&
+        !qp.rung.exchange(true, std::memory_order_acq_rel)) {
+        // Never full: sized for every QP of the group, each in it at most once.
+        (void)rte_ring_mp_enqueue(qp.device->groups[qp.queue_group]->doorbell, &qp);
+    }
+}
+// The engine's side: the QPs rung since the last progress become active (a QP in error has its
+// new WRs flushed). Returns how many there were.
+unsigned take_doorbells(SwroceDevice& dev, unsigned group) noexcept;
+// Whether EAL has a service lcore for progress=service; the error says what to pass.
+Status check_service_lcores(const std::string& device_name);
+// Registers the device's progress service, maps it to an EAL service lcore and starts it; an
+// error says what to pass to EAL when there is no service lcore.
+Status start_progress_service(SwroceDevice& dev);
+// Stops the service and waits until no lcore runs it (close).
+void stop_progress_service(SwroceDevice& dev) noexcept;
+// ARP requests due again, and resolutions given up on (swroce_control.cpp); by whoever holds
+// group 0.
+void poll_arp(SwroceDevice& dev, std::uint64_t now);
 
 } // namespace prdma::swroce

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -183,7 +184,7 @@ struct RequesterState {
     // The highest PSN ever put on the wire (a READ or atomic: the last of its span), restarts
     // or not: what a stall probe resends.
     std::uint32_t sent_psn = 0;
-    bool reads_posted = false; // a READ or atomic was ever posted (never reset)
+    bool reads_posted = false; // a READ or atomic ever reached the requester (never reset)
     // A WR failed where it stands (FAST_REG rules, a bad WR at post): nothing posted after it is
     // ever transmitted; what came before still is, retransmissions included.
     bool send_stopped = false;
@@ -282,7 +283,10 @@ struct SwroceQp {
     // From INIT to RTR until ERR or RESET: what a connection-bound region (seed 002) must match.
     mem::ConnectionId connection = mem::no_connection;
     bool destroying = false;
-    bool active = false;         // in its group's active list (QueueGroupState::active)
+    bool active = false; // in its group's active list (QueueGroupState::active)
+    // progress=service: in its group's doorbell ring, not yet taken by the engine (set by the
+    // posting thread, cleared by the engine before it looks at the queues).
+    std::atomic<bool> rung{false};
     bool error_reported = false; // qp_fatal / last_wqe_reached recorded for this entry into ERR
 
     [[nodiscard]] rdma::QpState state() const noexcept { return attr.state; }

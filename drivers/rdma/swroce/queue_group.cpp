@@ -137,6 +137,10 @@ bool serve_every_qp(SwroceDevice& dev, unsigned group, TxBatch& tx, std::uint64_
         }
         if (qp->state() == rdma::QpState::rts) {
             check_timer(*qp, now);
+        } else if (qp->state() == rdma::QpState::err &&
+                   (!qp->send_queue.empty() || !qp->receive_queue.empty())) {
+            // Posted by another thread as the QP went to error (progress=service): flushed.
+            flush_queues(*qp);
         }
         if (can_send && !serve(dev, group, *qp, tx, now)) {
             can_send = false;
@@ -189,9 +193,11 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept {
     // Control requests first (a QP created for this group takes part in this very burst; one being
     // destroyed is gone before the scan).
     run_group_requests(dev, group);
+    // Under progress=service, the QPs application threads posted to since the last progress.
+    const unsigned rung = dev.service_id ? take_doorbells(dev, group) : 0U;
     RxBurst burst;
     burst.count = dev.port.receive_frames(group, burst.mbufs.data(), rx_burst_size);
-    if (nothing_to_do(dev, group, burst)) {
+    if (rung == 0 && nothing_to_do(dev, group, burst)) {
         return;
     }
     const std::uint64_t now = rte_get_tsc_cycles(); // the one clock read of this progress

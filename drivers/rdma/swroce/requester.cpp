@@ -326,6 +326,7 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
             pass_local(qp, wqe); // failed where it stands
             break;
         }
+        qp.req.reads_posted |= wqe.is_read_or_atomic(); // here, not at post: the engine's own
         // A fence (or NDK's read fence) waits for earlier READs/atomics; max_rd_atomic bounds
         // how many of them may be outstanding.
         if (reads > 0 && wqe.wr.flags.any_of(rdma::send_fence | rdma::send_read_fence)) {

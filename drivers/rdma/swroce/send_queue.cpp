@@ -13,7 +13,8 @@ bool SwroceCq::push(const rdma::WorkCompletion& wc) noexcept {
         ++overflows;
         return false;
     }
-    ring.push_slot() = wc;
+    ring.next_slot() = wc;
+    ring.push();
     return true;
 }
 

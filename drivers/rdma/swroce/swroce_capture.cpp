@@ -44,6 +44,7 @@ SwroceDevice::~SwroceDevice() {
         }
         free_requests(group->control);
         rte_ring_free(group->events);
+        rte_ring_free(group->doorbell);
     }
     free_requests(control_done);
     if (capture != nullptr) {

@@ -259,6 +259,11 @@ Status create_qp(Device& device, const rdma::driver::QpInit& init, const Control
 
 void free_qp(SwroceDevice& dev, SwroceQp* qp) {
     const std::uint32_t slot = qp->qpn - first_qpn;
+    if (dev.service_id) {
+        // A post just before the destroy may have rung: taken now, so no ring names a freed QP.
+        while (take_doorbells(dev, qp->queue_group) != 0) {
+        }
+    }
     deactivate(*dev.groups[qp->queue_group], *qp);
     {
         const std::lock_guard lock(dev.qp_free_mutex);
@@ -450,6 +455,8 @@ void finish_rtr(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> m
     }
 }
 
+} // namespace
+
 void poll_arp(SwroceDevice& dev, std::uint64_t now) {
     std::array<ArpFrame, 8> retries;
     std::array<std::uint32_t, 8> failed{};
@@ -463,6 +470,8 @@ void poll_arp(SwroceDevice& dev, std::uint64_t now) {
         finish_rtr(dev, failed[i], std::nullopt);
     }
 }
+
+namespace {
 
 // ---- memory -------------------------------------------------------------------------------------
 //
@@ -601,14 +610,17 @@ void control_progress(Device& device) {
     SwroceDevice& dev = swroce(device);
     watch_link(device);
     // Groups no thread has claimed (or that this thread polls) are driven from here: ARP replies,
-    // ACKs and READ responses go on before the application's first poll.
-    for (unsigned group = 0; group < dev.port.queue_groups(); ++group) {
+    // ACKs and READ responses go on before the application's first poll. A progress service
+    // drives them all itself (service.cpp).
+    for (unsigned group = 0; group < dev.port.queue_groups() && !dev.service_id; ++group) {
         if (const GroupHold hold(dev, group); hold) {
             progress_group(dev, group);
         }
     }
-    if (const GroupHold arp_group(dev, 0); dev.arp && arp_group) {
-        poll_arp(dev, rte_get_tsc_cycles());
+    if (!dev.service_id) {
+        if (const GroupHold arp_group(dev, 0); dev.arp && arp_group) {
+            poll_arp(dev, rte_get_tsc_cycles());
+        }
     }
     // Destroys wait until their queued work is flushed to the CQs; the flush happens here, on the
     // caller's poll, so the completions are visible before the destroy completes. A group claimed
@@ -774,6 +786,7 @@ void qp_telemetry(Device& device, std::optional<std::uint32_t> only,
 
 void close_device(Device& device) {
     SwroceDevice* dev = &swroce(device);
+    stop_progress_service(*dev);
     SWROCE_LOG(INFO, "%s: closing (port %s)", dev->name.c_str(), dev->port.name().c_str());
     std::unique_ptr<SwroceDevice> owned(dev);
     device.config.driver_private = nullptr;

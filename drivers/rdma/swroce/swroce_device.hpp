@@ -117,8 +117,14 @@ struct QueueGroupState {
     std::uint32_t progresses = 0;
     // The thread that polls this group (0 until one does), or a control thread acting on it with
     // control_hold_bit set (GroupHold); the control path drives only groups nobody claimed, or
-    // that its own thread claimed.
+    // that its own thread claimed. Under progress=service the service holds it for one progress
+    // at a time and leaves it 0 between two.
     std::atomic<std::uintptr_t> owner{0};
+    // progress=service only: the QPs application threads posted to since the engine last looked
+    // (multi-producer, the engine consumes; a QP is in it at most once, SwroceQp::rung), and how
+    // many control threads wait to hold the group (the service leaves it alone meanwhile).
+    ::rte_ring* doorbell = nullptr;
+    std::atomic<unsigned> holds_wanted{0};
 };
 
 // A per-thread token, so ownership needs no system call to identify the caller. Aligned, so its
@@ -163,6 +169,14 @@ struct SwroceDevice {
     unsigned control_in_flight = 0;
     std::vector<std::unique_ptr<QuiesceWait>> quiesces;
     bool link_was_up = false; // last link state reported, for port_active / port_error events
+    // progress=service (service.cpp): the rte_service that runs every group's progress, while
+    // registered. Its owner-word token is this device's own, never a thread's.
+    std::optional<std::uint32_t> service_id;
+    alignas(8) char service_anchor = 0;
+    std::uint32_t service_runs = 0; // the service's runs, for its turns at ARP (service.cpp)
+    [[nodiscard]] std::uintptr_t service_token() const noexcept {
+        return reinterpret_cast<std::uintptr_t>(&service_anchor);
+    }
     // pcap=: every RoCE frame received and transmitted, in pcapng (a debugging aid: the copy and
     // the file write cost time on the data path).
     ::rte_pcapng* capture = nullptr;

@@ -1,5 +1,7 @@
 // swroce's fast-path entry points: posts queue work and ring the requester; a CQ poll drives its
-// queue group (swroce_engine.cpp) and returns completions.
+// queue group (queue_group.cpp) and returns completions. Under progress=service the engine runs
+// on a service lcore instead: a post only publishes its WRs and rings the group's doorbell, and a
+// poll only reaps (service.cpp).
 #include <algorithm>
 #include <cstring>
 
@@ -8,6 +10,19 @@
 #include "engine.hpp"
 
 namespace prdma::swroce {
+
+namespace {
+
+std::uint16_t reap(SwroceCq& cq, rdma::WorkCompletion* wcs, std::uint16_t count) noexcept {
+    std::uint16_t n = 0;
+    for (; n < count && !cq.ring.empty(); ++n) {
+        wcs[n] = cq.ring.front();
+        cq.ring.pop();
+    }
+    return n;
+}
+
+} // namespace
 
 std::uint16_t swroce_post_recv(void* queue, const rdma::RecvWr* wrs, std::uint16_t count) {
     auto& qp = *static_cast<SwroceQp*>(queue);
@@ -28,7 +43,7 @@ std::uint16_t swroce_post_recv(void* queue, const rdma::RecvWr* wrs, std::uint16
             qp.post_error = StatusCode::invalid_parameter;
             break;
         }
-        RecvWqe& wqe = qp.receive_queue.push_slot();
+        RecvWqe& wqe = qp.receive_queue.next_slot();
         wqe.wr_id = wr.wr_id;
         wqe.num_sge = wr.num_sge;
         if (wr.num_sge > 1) {
@@ -36,9 +51,15 @@ std::uint16_t swroce_post_recv(void* queue, const rdma::RecvWr* wrs, std::uint16
         } else if (wr.num_sge == 1) {
             wqe.sge = *wr.sges();
         }
+        qp.receive_queue.push();
     }
     if (qp.state() == rdma::QpState::err) {
-        flush_queues(qp); // IBTA: WRs posted to a QP in error complete with flush errors
+        // IBTA: WRs posted to a QP in error complete with flush errors.
+        if (qp.device->service_id) {
+            ring_doorbell(qp);
+        } else {
+            flush_queues(qp);
+        }
     }
     return taken;
 }
@@ -141,18 +162,24 @@ bool fill_wqe(const rdma::SendWr& wr, SendWqe& wqe) noexcept {
 std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16_t count) {
     auto& qp = *static_cast<SwroceQp*>(queue);
     qp.post_error = StatusCode::ok;
+    const bool service = qp.device->service_id.has_value();
     if (qp.state() == rdma::QpState::err && !qp.destroying) {
         std::uint16_t taken = 0;
         for (; taken < count && !qp.send_queue.full(); ++taken) {
-            SendWqe& wqe = qp.send_queue.push_slot();
+            SendWqe& wqe = qp.send_queue.next_slot();
             wqe.wr = wrs[taken];
             wqe.wr.sg_list = nullptr; // the caller's; only flushed, never read again
             wqe.wr.num_sge = 0;
+            qp.send_queue.push();
         }
         if (taken < count) {
             qp.post_error = StatusCode::no_resources;
         }
-        flush_queues(qp);
+        if (service) {
+            ring_doorbell(qp); // the engine flushes them
+        } else {
+            flush_queues(qp);
+        }
         return taken;
     }
     if (PRDMA_UNLIKELY(qp.state() != rdma::QpState::rts && qp.state() != rdma::QpState::sqd)) {
@@ -171,18 +198,24 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
             qp.post_error = admitted;
             break;
         }
-        SendWqe& wqe = qp.send_queue.push_slot();
-        qp.req.reads_posted |= wqe_is_read_or_atomic(wr.opcode);
+        SendWqe& wqe = qp.send_queue.next_slot();
         if (PRDMA_UNLIKELY(!fill_wqe(wr, wqe))) {
             // Taken, but it cannot be sent (longer than 2^31 bytes): it completes with a local
             // length error in send-queue order, after the WRs before it, and the QP goes to
             // error then, as a NIC would.
             wqe.local_status = rdma::WcStatus::local_length_error;
         }
+        qp.send_queue.push();
         // NDK DEFER: queue now, transmit with the next post that rings.
         ring = !wr.flags.has(rdma::send_defer);
     }
-    if (ring) {
+    if (service) {
+        // The service's engine runs the WRs, local ones (FAST_REG, LOCAL_INV) included: a NIC's
+        // doorbell, not a call into the engine.
+        if (ring) {
+            ring_doorbell(qp);
+        }
+    } else if (ring) {
         kick_requester(qp);
     } else if (taken > 0) {
         run_local_at_post(qp); // a deferred FAST_REG's key is valid once the post returns
@@ -196,6 +229,9 @@ StatusCode swroce_post_error(const void* queue) {
 
 std::uint16_t swroce_poll_cq(void* queue, rdma::WorkCompletion* wcs, std::uint16_t count) {
     auto& cq = *static_cast<SwroceCq*>(queue);
+    if (cq.device->service_id) {
+        return reap(cq, wcs, count); // the service progresses the group
+    }
     // The first thread to poll a group owns it; the control path stops driving it then. While a
     // control thread acts on the unpolled group (GroupHold) this poll returns nothing, and a
     // later one claims the group.
@@ -210,12 +246,7 @@ std::uint16_t swroce_poll_cq(void* queue, rdma::WorkCompletion* wcs, std::uint16
         }
     }
     progress_group(*cq.device, cq.queue_group);
-    std::uint16_t n = 0;
-    for (; n < count && !cq.ring.empty(); ++n) {
-        wcs[n] = cq.ring.front();
-        cq.ring.pop();
-    }
-    return n;
+    return reap(cq, wcs, count);
 }
 
 } // namespace prdma::swroce

@@ -10,6 +10,7 @@
 #include <prdma/format.hpp>
 #include <prdma/mem/dma_memory.hpp>
 
+#include "engine.hpp"
 #include "swroce_device.hpp"
 #include "swroce_log.hpp"
 
@@ -73,6 +74,12 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
         rdma::driver::report_probe_error(name, parsed.error());
         return -EINVAL;
     }
+    if (parsed->service_progress) {
+        if (Status lcores = check_service_lcores(name); !lcores.ok()) {
+            rdma::driver::report_probe_error(name, lcores.error());
+            return -EINVAL;
+        }
+    }
     auto dev = std::make_unique<SwroceDevice>();
     dev->name = name;
     dev->args = parsed.value();
@@ -134,8 +141,15 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
         // Control requests: any control thread enqueues, the owner dequeues.
         state->control = make_ring("ctl", group, control_ring_size, RING_F_SC_DEQ);
         state->events = make_ring("evt", group, event_ring_size, 0);
-        const bool made =
-            state->handover != nullptr && state->control != nullptr && state->events != nullptr;
+        // progress=service: any application thread rings, the service takes (each QP at most
+        // once, so room for every QP of the group is enough).
+        if (dev->args.service_progress) {
+            state->doorbell =
+                make_ring("bell", group, rte_align32pow2(dev->qps_per_group + 1), RING_F_SC_DEQ);
+        }
+        const bool made = state->handover != nullptr && state->control != nullptr &&
+                          state->events != nullptr &&
+                          (!dev->args.service_progress || state->doorbell != nullptr);
         dev->groups.push_back(std::move(state));
         if (!made) {
             return -ENOMEM;
@@ -186,6 +200,14 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
         (void)rdma::driver::unregister_device(dev->id); // closes (and frees) `dev`
         (void)dev.release();
         return -ENOMEM;
+    }
+    if (dev->args.service_progress) {
+        if (Status started = start_progress_service(*dev); !started.ok()) {
+            rdma::driver::report_probe_error(name, started.error());
+            (void)rdma::driver::unregister_device(dev->id); // closes (and frees) `dev`
+            (void)dev.release();
+            return -EINVAL;
+        }
     }
     SWROCE_LOG(INFO, "%s: rdma device %u on %s, ip %s, path MTU %u, %u queue group(s)", name,
                static_cast<unsigned>(dev->id), dev->port.name().c_str(),

@@ -284,9 +284,15 @@ struct Mode {
 };
 
 constexpr Mode kModes[] = {
-    {"verify", run_verify},     {"latency", run_latency},       {"rate", run_rate},
-    {"imm", run_imm},           {"inline-sge", run_inline_sge}, {"many-qps", run_many_qps},
-    {"fast-reg", run_fast_reg}, {"errors", run_errors},
+    {"verify", run_verify},
+    {"latency", run_latency},
+    {"rate", run_rate},
+    {"imm", run_imm},
+    {"inline-sge", run_inline_sge},
+    {"many-qps", run_many_qps},
+    {"fast-reg", run_fast_reg},
+    {"errors", run_errors},
+    {"sleeping-target", run_sleeping_target},
 };
 
 ModeFn find_mode(const std::string& name) {
@@ -302,16 +308,23 @@ int run(int argc, char** argv) {
     const Options options = parse(argc, argv);
     const ModeFn mode = find_mode(options.mode);
     const std::string ip = options.server ? "10.0.0.1" : "10.0.0.2";
+    // The sleeping target's engine runs on a service lcore (its --core); its main lcore, on the
+    // other core, only sleeps.
+    const bool service = options.server && options.mode == "sleeping-target";
+    const std::string core = std::to_string(options.core);
+    const std::string main_core = std::to_string(options.core == 0 ? 1 : 0);
     EalOptions eal_options;
     eal_options.program_name = "swroce-memif-peer";
-    eal_options.args = {
-        "-l",
-        std::to_string(options.core),
-        "--log-level=lib.eal:error",
-        "--log-level=pmd.net.memif:error",
-        "--vdev=net_memif0,role=" + std::string(options.server ? "server" : "client") +
-            ",socket=" + options.socket_path + ",socket-abstract=no,id=0",
-        "--vdev=rdma_swroce0,port=net_memif0,ip=" + ip};
+    eal_options.args = {"-l", service ? core + "," + main_core : core};
+    if (service) {
+        eal_options.args.insert(eal_options.args.end(), {"--main-lcore", main_core, "-S", core});
+    }
+    eal_options.args.insert(
+        eal_options.args.end(),
+        {"--log-level=lib.eal:error", "--log-level=pmd.net.memif:error",
+         "--vdev=net_memif0,role=" + std::string(options.server ? "server" : "client") +
+             ",socket=" + options.socket_path + ",socket-abstract=no,id=0",
+         "--vdev=rdma_swroce0,port=net_memif0,ip=" + ip + (service ? ",progress=service" : "")});
     auto eal = check(Eal::start(eal_options), "EAL");
     const DeviceId device = check(find_device("rdma_swroce0"), "find_device");
     Session s{Mtu::mtu_1024,

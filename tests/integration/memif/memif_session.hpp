@@ -152,5 +152,7 @@ int run_inline_sge(Session& s, Oob& oob, bool server);
 int run_many_qps(Session& s, Oob& oob, bool server);
 int run_fast_reg(Session& s, Oob& oob, bool server); // memif_key_modes.cpp
 int run_errors(Session& s, Oob& oob, bool server);
+// The server's device runs progress=service and its thread sleeps (memif_progress_modes.cpp).
+int run_sleeping_target(Session& s, Oob& oob, bool server);
 
 } // namespace memif_peer

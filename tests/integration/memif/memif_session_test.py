@@ -71,6 +71,9 @@ class MemifSession(unittest.TestCase):
     def test_errors_refused_requests_leave_target_memory_alone(self):
         self.check('errors', 'ok')
 
+    def test_a_target_on_a_service_lcore_serves_while_its_thread_sleeps(self):
+        self.check('sleeping-target', 'sleeping target ok')
+
 
 if __name__ == '__main__':
     if not PEER or not os.access(PEER, os.X_OK):

@@ -94,6 +94,8 @@ public:
             {"rdma_swroce_bad3,port=" + port_a_ + ",ip=10.0.0.300", "10.0.0.300"},
             {"rdma_swroce_bad4,port=" + port_a_ + ",ip=10.0.0.9,mtu=1000", "mtu"},
             {"rdma_swroce_bad5,port=" + port_a_ + ",ip=10.0.0.9,colour=blue", "colour"},
+            // The tests' EAL has no service lcore.
+            {"rdma_swroce_bad6,port=" + port_a_ + ",ip=10.0.0.9,progress=service", "-S"},
         };
     }
 

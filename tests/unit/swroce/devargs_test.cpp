@@ -143,6 +143,18 @@ TEST(Devargs, KeysInAnyOrder) {
     EXPECT_EQ(args->seed, 3U);
 }
 
+TEST(Devargs, ProgressByPollingOrAsAService) {
+    auto plain = parse_devargs("port=p,ip=10.0.0.1");
+    ASSERT_TRUE(plain.ok()) << plain.error().to_string();
+    EXPECT_FALSE(plain->service_progress);
+    auto poll = parse_devargs("port=p,ip=10.0.0.1,progress=poll");
+    ASSERT_TRUE(poll.ok()) << poll.error().to_string();
+    EXPECT_FALSE(poll->service_progress);
+    auto service = parse_devargs("progress=service,port=p,ip=10.0.0.1");
+    ASSERT_TRUE(service.ok()) << service.error().to_string();
+    EXPECT_TRUE(service->service_progress);
+}
+
 TEST(Devargs, EveryIbMtu) {
     for (const unsigned mtu : {256U, 512U, 1024U, 2048U, 4096U}) {
         auto args = parse_devargs("port=p,ip=10.0.0.1,mtu=" + std::to_string(mtu));
@@ -287,6 +299,10 @@ const Rejection rejections[] = {
     {"port=p,ip=::", "ip='::'", "unspecified"},
     {"port=p,ip=::1", "ip='::1'", "loopback"},
     {"port=p,ip=ff02::1", "ip='ff02::1'", "multicast"},
+    // progress.
+    {"port=p,ip=10.0.0.1,progress=", "progress=''", "progress=service"},
+    {"port=p,ip=10.0.0.1,progress=Service", "progress='Service'", "service lcore"},
+    {"port=p,ip=10.0.0.1,progress=1", "progress='1'", "progress=poll"},
     // mtu.
     {"port=p,ip=10.0.0.1,mtu=", "mtu=''", "256, 512, 1024, 2048, 4096"},
     {"port=p,ip=10.0.0.1,mtu=1000", "mtu='1000'", "256, 512, 1024, 2048, 4096"},
