@@ -155,8 +155,8 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
                   bool handed_over, roce::ParsedFrame& frame) noexcept;
 
 // ---- queue_group.cpp ----
-// Receive, protocol, transmit and timers for one queue group.
-void progress_group(SwroceDevice& dev, unsigned group) noexcept;
+// Receive, protocol, transmit and timers for one queue group; returns the frames received.
+std::uint16_t progress_group(SwroceDevice& dev, unsigned group) noexcept;
 // The requester of one QP right after a post that rings the doorbell.
 void kick_requester(SwroceQp& qp) noexcept;
 // `qp` may have frames to make: its group's next progress serves it.
@@ -169,7 +169,16 @@ inline void activate(QueueGroupState& group, SwroceQp& qp) noexcept {
 // Takes a QP leaving its group's table out of the active list (control path, or the owner).
 void deactivate(QueueGroupState& group, SwroceQp& qp) noexcept;
 
-// ---- service.cpp (progress=service) ----
+// ---- service.cpp (progress=service) and poller.cpp (Context::attach_poller) ----
+// Whether the calling thread runs `group`'s engine itself when it posts: it drives the group, or
+// nobody does (else a service or another thread's poller does, and the post rings instead).
+inline bool posts_run_engine(const SwroceDevice& dev, unsigned group) noexcept {
+    if (dev.service_id) {
+        return false;
+    }
+    const std::uintptr_t owner = dev.groups[group]->owner.load(std::memory_order_relaxed);
+    return owner == 0 || (owner & ~control_hold_bit) == this_thread_token();
+}
 // An application thread posted to `qp`: its group's engine looks at its queues next progress.
 // One exchange on the QP's flag, and an enqueue only when the engine took the last ring.
 inline void ring_doorbell(SwroceQp& qp) noexcept {
@@ -189,6 +198,11 @@ Status check_service_lcores(const std::string& device_name);
 Status start_progress_service(SwroceDevice& dev);
 // Stops the service and waits until no lcore runs it (close).
 void stop_progress_service(SwroceDevice& dev) noexcept;
+// DeviceOps::attach_poller / detach_poller and FastPathOps::progress (poller.cpp).
+Status attach_poller(rdma::driver::Device& device, std::optional<std::uint16_t> group,
+                     void** poller);
+void detach_poller(rdma::driver::Device& device, void* poller);
+std::uint32_t swroce_progress(void* poller);
 // ARP requests due again, and resolutions given up on (swroce_control.cpp); by whoever holds
 // group 0.
 void poll_arp(SwroceDevice& dev, std::uint64_t now);

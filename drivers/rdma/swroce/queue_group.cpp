@@ -189,16 +189,17 @@ void deactivate(QueueGroupState& group, SwroceQp& qp) noexcept {
     }
 }
 
-void progress_group(SwroceDevice& dev, unsigned group) noexcept {
+std::uint16_t progress_group(SwroceDevice& dev, unsigned group) noexcept {
     // Control requests first (a QP created for this group takes part in this very burst; one being
     // destroyed is gone before the scan).
     run_group_requests(dev, group);
-    // Under progress=service, the QPs application threads posted to since the last progress.
-    const unsigned rung = dev.service_id ? take_doorbells(dev, group) : 0U;
+    // The QPs other threads posted to since the last progress (a service or a poller drives us).
+    const unsigned rung =
+        rte_ring_empty(dev.groups[group]->doorbell) != 0 ? 0U : take_doorbells(dev, group);
     RxBurst burst;
     burst.count = dev.port.receive_frames(group, burst.mbufs.data(), rx_burst_size);
     if (rung == 0 && nothing_to_do(dev, group, burst)) {
-        return;
+        return 0;
     }
     const std::uint64_t now = rte_get_tsc_cycles(); // the one clock read of this progress
     receive(dev, group, burst, now);
@@ -218,6 +219,7 @@ void progress_group(SwroceDevice& dev, unsigned group) noexcept {
     if (can_send) {
         (void)transmit(dev, group, tx);
     }
+    return burst.count;
 }
 
 void kick_requester(SwroceQp& qp) noexcept {

@@ -40,7 +40,7 @@ std::int32_t run_progress(void* arg) {
                                                  std::memory_order_seq_cst)) {
             continue;
         }
-        progress_group(dev, group);
+        (void)progress_group(dev, group);
         if (group == 0 && dev.arp && ++dev.service_runs % arp_check_interval == 0) {
             poll_arp(dev, rte_get_tsc_cycles());
         }

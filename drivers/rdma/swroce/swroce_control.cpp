@@ -259,10 +259,8 @@ Status create_qp(Device& device, const rdma::driver::QpInit& init, const Control
 
 void free_qp(SwroceDevice& dev, SwroceQp* qp) {
     const std::uint32_t slot = qp->qpn - first_qpn;
-    if (dev.service_id) {
-        // A post just before the destroy may have rung: taken now, so no ring names a freed QP.
-        while (take_doorbells(dev, qp->queue_group) != 0) {
-        }
+    // A post just before the destroy may have rung: taken now, so no ring names a freed QP.
+    while (take_doorbells(dev, qp->queue_group) != 0) {
     }
     deactivate(*dev.groups[qp->queue_group], *qp);
     {
@@ -614,7 +612,7 @@ void control_progress(Device& device) {
     // drives them all itself (service.cpp).
     for (unsigned group = 0; group < dev.port.queue_groups() && !dev.service_id; ++group) {
         if (const GroupHold hold(dev, group); hold) {
-            progress_group(dev, group);
+            (void)progress_group(dev, group);
         }
     }
     if (!dev.service_id) {
@@ -873,6 +871,8 @@ const rdma::driver::DeviceOps swroce_ops = {
     .close = close_device,
     .stats = stats,
     .qp_telemetry = qp_telemetry,
+    .attach_poller = attach_poller,
+    .detach_poller = detach_poller,
 };
 
 } // namespace prdma::swroce

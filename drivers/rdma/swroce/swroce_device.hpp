@@ -137,6 +137,16 @@ inline constexpr std::uintptr_t control_hold_bit = 1;
 
 inline constexpr std::uint32_t first_qpn = 0x11; // QPN 0 and 1 are IB's special QPs
 
+struct SwroceDevice;
+
+// A thread's attachment to queue groups [first_group, end_group) (poller.cpp).
+struct SwrocePoller {
+    SwroceDevice* device = nullptr;
+    std::uintptr_t token = 0; // the attaching thread's
+    unsigned first_group = 0;
+    unsigned end_group = 0;
+};
+
 struct SwroceDevice {
     rdma::DeviceId id = rdma::invalid_device;
     std::string name;
@@ -174,6 +184,9 @@ struct SwroceDevice {
     std::optional<std::uint32_t> service_id;
     alignas(8) char service_anchor = 0;
     std::uint32_t service_runs = 0; // the service's runs, for its turns at ARP (service.cpp)
+    // Explicit pollers attached (poller.cpp), freed with the device if never detached.
+    std::mutex poller_mutex;
+    std::vector<std::unique_ptr<SwrocePoller>> pollers;
     [[nodiscard]] std::uintptr_t service_token() const noexcept {
         return reinterpret_cast<std::uintptr_t>(&service_anchor);
     }

@@ -55,10 +55,10 @@ std::uint16_t swroce_post_recv(void* queue, const rdma::RecvWr* wrs, std::uint16
     }
     if (qp.state() == rdma::QpState::err) {
         // IBTA: WRs posted to a QP in error complete with flush errors.
-        if (qp.device->service_id) {
-            ring_doorbell(qp);
-        } else {
+        if (posts_run_engine(*qp.device, qp.queue_group)) {
             flush_queues(qp);
+        } else {
+            ring_doorbell(qp);
         }
     }
     return taken;
@@ -162,7 +162,7 @@ bool fill_wqe(const rdma::SendWr& wr, SendWqe& wqe) noexcept {
 std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16_t count) {
     auto& qp = *static_cast<SwroceQp*>(queue);
     qp.post_error = StatusCode::ok;
-    const bool service = qp.device->service_id.has_value();
+    const bool inline_engine = posts_run_engine(*qp.device, qp.queue_group);
     if (qp.state() == rdma::QpState::err && !qp.destroying) {
         std::uint16_t taken = 0;
         for (; taken < count && !qp.send_queue.full(); ++taken) {
@@ -175,10 +175,10 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
         if (taken < count) {
             qp.post_error = StatusCode::no_resources;
         }
-        if (service) {
-            ring_doorbell(qp); // the engine flushes them
-        } else {
+        if (inline_engine) {
             flush_queues(qp);
+        } else {
+            ring_doorbell(qp); // the engine flushes them
         }
         return taken;
     }
@@ -209,9 +209,9 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
         // NDK DEFER: queue now, transmit with the next post that rings.
         ring = !wr.flags.has(rdma::send_defer);
     }
-    if (service) {
-        // The service's engine runs the WRs, local ones (FAST_REG, LOCAL_INV) included: a NIC's
-        // doorbell, not a call into the engine.
+    if (!inline_engine) {
+        // The thread that drives the group runs the WRs, local ones (FAST_REG, LOCAL_INV)
+        // included: a NIC's doorbell, not a call into the engine.
         if (ring) {
             ring_doorbell(qp);
         }
@@ -234,18 +234,25 @@ std::uint16_t swroce_poll_cq(void* queue, rdma::WorkCompletion* wcs, std::uint16
     }
     // The first thread to poll a group owns it; the control path stops driving it then. While a
     // control thread acts on the unpolled group (GroupHold) this poll returns nothing, and a
-    // later one claims the group.
+    // later one claims the group. A group another thread drives (its poller, or its first poll)
+    // is only reaped: that thread fills the CQ.
     std::atomic<std::uintptr_t>& owner = cq.device->groups[cq.queue_group]->owner;
+    const std::uintptr_t me = this_thread_token();
     std::uintptr_t current = owner.load(std::memory_order_relaxed);
-    if (PRDMA_UNLIKELY(current == 0 || (current & control_hold_bit) != 0)) {
+    if (PRDMA_UNLIKELY(current != me)) {
+        if ((current & control_hold_bit) != 0) {
+            return 0;
+        }
+        if (current != 0) {
+            return reap(cq, wcs, count);
+        }
         // seq_cst (a locked instruction on x86 either way): deregistration's GroupHold must see
         // this claim, or this thread must see the key it retired (swroce_control.cpp).
-        if (current != 0 || !owner.compare_exchange_strong(current, this_thread_token(),
-                                                           std::memory_order_seq_cst)) {
+        if (!owner.compare_exchange_strong(current, me, std::memory_order_seq_cst)) {
             return 0;
         }
     }
-    progress_group(*cq.device, cq.queue_group);
+    (void)progress_group(*cq.device, cq.queue_group);
     return reap(cq, wcs, count);
 }
 

@@ -141,15 +141,13 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
         // Control requests: any control thread enqueues, the owner dequeues.
         state->control = make_ring("ctl", group, control_ring_size, RING_F_SC_DEQ);
         state->events = make_ring("evt", group, event_ring_size, 0);
-        // progress=service: any application thread rings, the service takes (each QP at most
-        // once, so room for every QP of the group is enough).
-        if (dev->args.service_progress) {
-            state->doorbell =
-                make_ring("bell", group, rte_align32pow2(dev->qps_per_group + 1), RING_F_SC_DEQ);
-        }
+        // Posts from threads that do not drive the group (a service or another thread's poller
+        // does): any of them rings, the driver takes (each QP at most once, so room for every QP
+        // of the group is enough).
+        state->doorbell =
+            make_ring("bell", group, rte_align32pow2(dev->qps_per_group + 1), RING_F_SC_DEQ);
         const bool made = state->handover != nullptr && state->control != nullptr &&
-                          state->events != nullptr &&
-                          (!dev->args.service_progress || state->doorbell != nullptr);
+                          state->events != nullptr && state->doorbell != nullptr;
         dev->groups.push_back(std::move(state));
         if (!made) {
             return -ENOMEM;
@@ -182,8 +180,13 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
     config.name = name;
     config.dpdk_device = dpdk_device;
     config.ops = &swroce_ops;
-    config.fast_path = {swroce_post_send, swroce_post_recv,  swroce_poll_cq,
-                        nullptr,          swroce_post_error, {}};
+    config.fast_path = {swroce_post_send,
+                        swroce_post_recv,
+                        swroce_poll_cq,
+                        nullptr,
+                        swroce_post_error,
+                        swroce_progress,
+                        {}};
     config.attr = device_attributes(*dev);
     config.port_count = 1;
     config.registry = mem::dpdk_registry_config();

@@ -127,6 +127,14 @@ struct DeviceOps {
     // ethdev's stats are.
     void (*qp_telemetry)(Device& device, std::optional<std::uint32_t> only,
                          std::vector<QpStatus>& out);
+    // Optional (Context::attach_poller): the calling thread takes queue group `group` (every
+    // group when none is named; the class checked it exists) to drive it with
+    // FastPathOps::progress until it detaches; busy, naming who drives a group, when another
+    // thread (or a progress service) does. `*poller` is the driver's object that progress()
+    // takes. Null: not_supported.
+    Status (*attach_poller)(Device& device, std::optional<std::uint16_t> group, void** poller);
+    // Gives the groups back (any thread; the attaching one must have stopped calling progress).
+    void (*detach_poller)(Device& device, void* poller);
 };
 
 struct DeviceConfig {

@@ -64,6 +64,13 @@ inline std::uint16_t poll_cq(const CqQueue& cq, std::span<WorkCompletion> wcs) {
     return fast_path_ops[cq.device()].poll_cq(cq.driver_queue(), wcs.data(), count);
 }
 
+// Drives the queue groups `poller` is attached to (Context::attach_poller): receives, answers,
+// retransmits and sends what is posted, with no CQ polled. Returns the frames received (0: an
+// empty pass, which reads no clock). Call it only on the thread that attached.
+inline std::uint32_t progress(const PollerQueue& poller) {
+    const ProgressFn fn = fast_path_ops[poller.device()].progress;
+    return fn != nullptr ? fn(poller.driver_queue()) : 0;
+}
 // Why the last post_send() or post_recv() on `qp` took fewer WRs than it was offered (ok when it
 // took them all): the reason seed 001's NdkFastRegister and every NDK post return as NTSTATUS.
 //   not_connected      post_send on a QP not in RTS/SQD (RESET, INIT, RTR:

@@ -27,6 +27,9 @@ using PostRecvFn = std::uint16_t (*)(void* qp, const RecvWr* wrs, std::uint16_t 
 using PollCqFn = std::uint16_t (*)(void* cq, WorkCompletion* wcs, std::uint16_t count);
 // The QP's last-refusal reason (post_error() in fastpath.hpp): a plain read of a per-QP field.
 using PostErrorFn = StatusCode (*)(const void* qp);
+// Drives the queue groups a Poller attached to (rx burst, protocol, tx burst, timers); returns
+// the frames it received, 0 for an empty pass.
+using ProgressFn = std::uint32_t (*)(void* poller);
 
 struct PRDMA_CACHE_ALIGNED FastPathOps {
     PostSendFn post_send;
@@ -36,7 +39,9 @@ struct PRDMA_CACHE_ALIGNED FastPathOps {
     // Defaulted, so a table written before it existed ({send, recv, poll, private, {}}) still
     // compiles; register_device's no-op table leaves it null (see post_error()).
     PostErrorFn post_error = nullptr;
-    std::uint64_t reserved[3] = {};
+    // Defaulted as post_error; null for a device without explicit pollers (and a removed one).
+    ProgressFn progress = nullptr;
+    std::uint64_t reserved[2] = {};
 };
 static_assert(sizeof(FastPathOps) == PRDMA_CACHE_LINE_SIZE);
 

@@ -1,6 +1,7 @@
-// What the data path needs of a QP or CQ handle: the device's slot in the fast-path table and the
-// driver's queue. QueuePair and CompletionQueue (rdmadev.hpp) are one each; fastpath.hpp takes
-// them as these, so a data-path translation unit needs none of the control API.
+// What the data path needs of a QP, CQ or poller handle: the device's slot in the fast-path table
+// and the driver's object. QueuePair, CompletionQueue and Poller (rdmadev.hpp) are one each;
+// fastpath.hpp takes them as these, so a data-path translation unit needs none of the control
+// API.
 #pragma once
 
 #include <prdma/rdmadev/types.hpp>
@@ -23,9 +24,12 @@ protected:
 
 struct QpKind;
 struct CqKind;
+struct PollerKind;
 // A queue pair as the data path sees it (post_send, post_recv, post_error).
 using QpQueue = FastPathQueue<QpKind>;
 // A completion queue as the data path sees it (poll_cq).
 using CqQueue = FastPathQueue<CqKind>;
+// A thread's attachment to queue groups as the data path sees it (progress).
+using PollerQueue = FastPathQueue<PollerKind>;
 
 } // namespace prdma::rdma

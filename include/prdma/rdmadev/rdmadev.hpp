@@ -402,6 +402,38 @@ struct DeviceInfo {
     std::vector<PortInfo> ports; // ports[0] is port 1
 };
 
+// A thread's claim on queue groups of a device (Context::attach_poller): while attached, that
+// thread alone drives them, with progress() (fastpath.hpp) — no CQ need be polled, so a target of
+// one-sided WRITEs and READs can answer its peers from a loop of its own. Detaching (or dropping
+// the handle) gives them back; the control path then acts on them directly again.
+//
+// Who drives a group, in full: an attached poller; else, on a device with progress=poll (the
+// default), the first thread that polls one of the group's CQs (poll_cq progresses, then reaps);
+// else, while nobody does, the control path (poll_control). On a device with progress=service, a
+// DPDK service lcore drives every group, poll_cq only reaps, and attach_poller says busy.
+class Poller : public PollerQueue {
+public:
+    Poller() = default;
+    Poller(Poller&& other) noexcept;
+    Poller& operator=(Poller&& other) noexcept;
+    Poller(const Poller&) = delete;
+    Poller& operator=(const Poller&) = delete;
+    ~Poller();
+
+    // The queue group attached, or none for every group of the device.
+    [[nodiscard]] std::optional<std::uint16_t> group() const noexcept { return group_; }
+    explicit operator bool() const noexcept { return driver_ != nullptr; }
+    // Gives the groups back; the attaching thread must have stopped calling progress().
+    void detach() noexcept;
+
+private:
+    friend class Context;
+    Poller(std::shared_ptr<detail::ContextState> context, DeviceId device, void* driver,
+           std::optional<std::uint16_t> group) noexcept;
+    std::shared_ptr<detail::ContextState> context_;
+    std::optional<std::uint16_t> group_;
+};
+
 class Context {
 public:
     // Seed 003 OpenCa: a client's own view of the device.
@@ -441,6 +473,12 @@ public:
                                       std::uint64_t request_id = 0);
     // With a request id it may pend; the completion (ControlOp::create_qp) carries the QPN.
     Result<QueuePair> create_qp(const QpInitAttr& init, std::uint64_t request_id = 0);
+
+    // Attaches the calling thread to queue group `group`, or to every group of the device when
+    // none is named (Poller above). busy, with who drives it, when another thread or a progress
+    // service does; invalid_parameter for a group the device does not have; not_supported for a
+    // device without explicit pollers.
+    Result<Poller> attach_poller(std::optional<std::uint16_t> group = std::nullopt);
 
     // Drives pending control requests and returns the finished ones; never blocks.
     std::size_t poll_control(std::span<ControlCompletion> out);

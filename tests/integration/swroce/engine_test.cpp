@@ -2098,5 +2098,86 @@ TEST_F(EngineTest, ALocalErrorIsReportedOnTheWrThatFailed) {
     }
 }
 
+// An explicit poller (Context::attach_poller): a thread of b's own attaches to b's queue groups
+// and only calls progress(); b's CQ is never polled by it. The main thread drives a, posts a
+// receive on b (a doorbell: another thread drives b) and reaps b's CQ (only reaping). a's WRITE,
+// READ and SEND complete; after the poller detaches, the main thread drives b again.
+TEST_F(EngineTest, AnAttachedPollerDrivesItsGroupsWithoutACqPoll) {
+    std::atomic<bool> attached{false};
+    std::atomic<bool> stop{false};
+    std::atomic<std::uint64_t> passes{0};
+    std::string attach_error;
+    std::thread poller_thread([&] {
+        auto poller = b_->context.attach_poller();
+        if (!poller) {
+            attach_error = poller.error().to_string();
+            attached = true;
+            return;
+        }
+        attached = true;
+        while (!stop.load(std::memory_order_relaxed)) {
+            (void)progress(poller.value());
+            passes.fetch_add(1, std::memory_order_relaxed);
+        }
+    }); // the poller detaches as it goes out of scope
+    while (!attached.load()) {
+        std::this_thread::yield();
+    }
+    ASSERT_TRUE(attach_error.empty()) << attach_error;
+    // Attached elsewhere: this thread may not take the group too, and says who has it.
+    auto second = b_->context.attach_poller(0);
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.code(), StatusCode::busy);
+    EXPECT_NE(second.error().message().find("another thread drives it"), std::string::npos)
+        << second.error().message();
+    EXPECT_EQ(b_->context.attach_poller(7).code(), StatusCode::invalid_parameter);
+
+    const auto run = [&](SendWr wr) {
+        EXPECT_EQ(post_send(a_->qp, {&wr, 1}), 1);
+        WorkCompletion wc;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (poll_cq(a_->cq, {&wc, 1}) == 0 && std::chrono::steady_clock::now() < deadline) {
+        }
+        return wc;
+    };
+    fill(*a_, 0, 64 * 1024, 41);
+    SendWr write = send_wr(*a_, WrOpcode::rdma_write, 0, 64 * 1024);
+    write.rdma.remote_addr = b_->addr() + 128 * 1024;
+    write.rdma.rkey = b_->mr.rkey();
+    EXPECT_EQ(run(write).status, WcStatus::success);
+    EXPECT_EQ(std::memcmp(a_->data(), b_->data() + 128 * 1024, 64 * 1024), 0);
+    fill(*b_, 256 * 1024, 4096, 43);
+    SendWr read = send_wr(*a_, WrOpcode::rdma_read, 512 * 1024, 4096);
+    read.rdma.remote_addr = b_->addr() + 256 * 1024;
+    read.rdma.rkey = b_->mr.rkey();
+    EXPECT_EQ(run(read).status, WcStatus::success);
+    EXPECT_EQ(std::memcmp(a_->data() + 512 * 1024, b_->data() + 256 * 1024, 4096), 0);
+    post_receive(*b_, 61, 768 * 1024, 256);
+    EXPECT_EQ(run(send_wr(*a_, WrOpcode::send, 0, 256)).status, WcStatus::success);
+    WorkCompletion received;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (poll_cq(b_->cq, {&received, 1}) == 0 && std::chrono::steady_clock::now() < deadline) {
+    }
+    EXPECT_EQ(received.wr_id, 61U);
+    EXPECT_EQ(received.status, WcStatus::success);
+    EXPECT_EQ(std::memcmp(a_->data(), b_->data() + 768 * 1024, 256), 0);
+    EXPECT_GT(passes.load(), 0U);
+
+    stop = true;
+    poller_thread.join();
+    // Detached: this thread drives b again (its CQ poll claims the group).
+    auto again = b_->context.attach_poller(0);
+    ASSERT_TRUE(again.ok()) << again.error().to_string();
+    again.value().detach();
+    SendWr after = write;
+    after.rdma.remote_addr = b_->addr() + 896 * 1024;
+    const auto done = [&] {
+        EXPECT_EQ(post_send(a_->qp, {&after, 1}), 1);
+        return wait(*a_, 1);
+    }();
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::success);
+}
+
 } // namespace
 } // namespace prdma::rdma
