@@ -47,24 +47,9 @@ inline void check(const prdma::Status& status, const char* what) {
     }
 }
 
-// Waits until the device's port 1 is active. A WRITE or SEND posted on a port whose link is down
-// is sent again and again into nothing until its retries run out (retry_exceeded, about half a
-// second with the default timeout and retry count), as on any RDMA port; and a memif link comes up
-// only once the peer's process has started its port (or a switch in between has started its
-// own), which can be later than the descriptor exchange over TCP.
+// Waits until the device's port 1 is active (rdma::wait_port_active says why it matters).
 inline void wait_port_active(const prdma::rdma::Context& context, std::chrono::seconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    for (;;) {
-        const prdma::rdma::DeviceInfo info = must(context.device_info(), "query the device");
-        if (!info.ports.empty() && info.ports[0].attr.state == prdma::rdma::PortState::active) {
-            return;
-        }
-        if (std::chrono::steady_clock::now() > deadline) {
-            fail("port 1 did not come up within " + std::to_string(limit.count()) +
-                 " s (is the other end of its link running?)");
-        }
-        usleep(1000);
-    }
+    (void)must(prdma::rdma::wait_port_active(context, 1, limit), "wait for port 1");
 }
 
 // An option's value: a whole number 1..max, or a usage error naming the option.

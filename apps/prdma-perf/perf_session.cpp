@@ -120,36 +120,20 @@ Status PerfSession::allocate(const PerfOptions& options, std::uint32_t cycle_buf
 }
 
 Result<PortInfo> PerfSession::wait_port_active(int gid_index) {
-    const auto deadline = Clock::now() + std::chrono::seconds(20);
-    std::vector<std::uint8_t> block(4096);
-    for (;;) {
-        auto size = static_cast<std::uint32_t>(block.size());
-        if (Status st = context_.query_port(1, block.data(), &size); !st.ok()) {
-            return Error(st.error().code(), "query_port: " + st.error().message());
-        }
-        rdma::PortAttr attr;
-        std::memcpy(&attr, block.data(), sizeof(attr));
-        if (attr.state == rdma::PortState::active) {
-            if (gid_index < 0 || gid_index >= attr.gid_count) {
-                return Error(StatusCode::invalid_parameter,
-                             "-x " + std::to_string(gid_index) + ": the port has " +
-                                 std::to_string(attr.gid_count) + " GID(s)");
-            }
-            PortInfo info;
-            info.active_mtu = attr.active_mtu;
-            info.link_speed_mbps = attr.link_speed_mbps;
-            std::memcpy(info.gid.raw.data(),
-                        block.data() + attr.gid_table_offset +
-                            static_cast<std::size_t>(gid_index) * sizeof(rdma::Gid),
-                        sizeof(rdma::Gid));
-            return info;
-        }
-        if (Clock::now() > deadline) {
-            return Error(StatusCode::not_connected,
-                         "the port of " + device_name() + " did not come up within 20 s");
-        }
-        ::usleep(1000);
+    auto port = rdma::wait_port_active(context_, 1, std::chrono::seconds(20));
+    if (!port) {
+        return Error(port.code(), device_name() + ": " + port.error().message());
     }
+    if (gid_index < 0 || static_cast<std::size_t>(gid_index) >= port->gids.size()) {
+        return Error(StatusCode::invalid_parameter,
+                     "-x " + std::to_string(gid_index) + ": the port has " +
+                         std::to_string(port->gids.size()) + " GID(s)");
+    }
+    PortInfo info;
+    info.active_mtu = port->attr.active_mtu;
+    info.link_speed_mbps = port->attr.link_speed_mbps;
+    info.gid = port->gids[static_cast<std::size_t>(gid_index)];
+    return info;
 }
 
 std::vector<KeyMessage> PerfSession::local_keys(const PortInfo& port) const {

@@ -1,7 +1,9 @@
 // Context: a client's view of a device (seed 003 OpenCa/CloseCa), attribute queries with
 // versioned self-relative blocks (QueryCa/QueryPort), control completions and events.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include <prdma/format.hpp>
@@ -167,6 +169,34 @@ Status Context::query_device(void* buffer, std::uint32_t* size, std::uint32_t ve
     attr.size = static_cast<std::uint32_t>(blob.size());
     std::memcpy(blob.data(), &attr, sizeof(attr));
     return copy_attributes(blob, buffer, size);
+}
+
+Result<PortInfo> wait_port_active(const Context& context, std::uint8_t port,
+                                  std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        auto info = context.device_info();
+        if (!info) {
+            return info.error();
+        }
+        if (port == 0 || port > info->ports.size()) {
+            return Error(StatusCode::invalid_parameter,
+                         strformat("port %u: the device has ports 1..%zu", unsigned{port},
+                                   info->ports.size()));
+        }
+        PortInfo& found = info->ports[port - 1U];
+        if (found.attr.state == PortState::active) {
+            return std::move(found);
+        }
+        if (std::chrono::steady_clock::now() > deadline) {
+            return Error(StatusCode::not_connected,
+                         strformat("port %u of device %u did not come up within %lld ms (is the "
+                                   "other end of its link running?)",
+                                   unsigned{port}, static_cast<unsigned>(context.device()),
+                                   static_cast<long long>(limit.count())));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
 }
 
 Result<DeviceInfo> Context::device_info() const {

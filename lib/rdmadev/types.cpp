@@ -24,6 +24,11 @@ bool Gid::is_ipv4_mapped() const {
     return raw[10] == 0xff && raw[11] == 0xff;
 }
 
+std::uint32_t Gid::ipv4_host_order() const {
+    return (std::uint32_t{raw[12]} << 24) | (std::uint32_t{raw[13]} << 16) |
+           (std::uint32_t{raw[14]} << 8) | std::uint32_t{raw[15]};
+}
+
 Mtu mtu_for_ethernet(unsigned ethernet_mtu) {
     // IPv6 (40) + UDP (8) + BTH (12) + RETH (16) + ImmDt (4) + ICRC (4): the worst-case RoCEv2
     // overhead inside the Ethernet payload (a full RDMA WRITE with immediate).

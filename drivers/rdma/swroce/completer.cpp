@@ -181,8 +181,8 @@ void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64
             ? 0U
             : static_cast<std::uint32_t>(roce::psn_diff(frame.bth.psn, target->first_psn));
     if (target == nullptr || !target->is_read_or_atomic() || placed_already(*target, index)) {
-        ++qp.device->counters_of(qp).duplicates; // replayed, late, or nothing outstanding
-        ++qp.counters.duplicates;
+        count_event(qp, &QpCounters::duplicates,
+                    &SwroceCounters::duplicates); // replayed, late, or nothing outstanding
         return;
     }
     acknowledge(qp, roce::psn_sub(target->first_psn, 1), now);
@@ -233,12 +233,10 @@ void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) n
     if (!roce::psn_after(psn, qp.req.acked_psn)) {
         // A NAK names the responder's expected PSN, which it has since acknowledged: stale
         // (reordered on the way) or forged. It fails nothing and restarts nothing.
-        ++qp.device->counters_of(qp).duplicates;
-        ++qp.counters.duplicates;
+        count_event(qp, &QpCounters::duplicates, &SwroceCounters::duplicates);
         return;
     }
-    ++qp.device->counters_of(qp).naks_received;
-    ++qp.counters.naks_received;
+    count_event(qp, &QpCounters::naks_received, &SwroceCounters::naks_received);
     switch (type) {
     case roce::AethClass::rnr_nak:
         acknowledge(qp, roce::psn_sub(psn, 1), now);

@@ -154,6 +154,14 @@ void check_timer(SwroceQp& qp, std::uint64_t now) noexcept;
 bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64_t now,
                   bool handed_over, roce::ParsedFrame& frame) noexcept;
 
+// One event counted where both readers look: the QP's own counters (QpStatus) and its group's,
+// which the device's counters sum.
+inline void count_event(SwroceQp& qp, std::uint64_t QpCounters::*per_qp,
+                        std::uint64_t SwroceCounters::*per_group) noexcept {
+    ++(qp.counters.*per_qp);
+    ++(qp.device->counters_of(qp).*per_group);
+}
+
 // ---- queue_group.cpp ----
 // Receive, protocol, transmit and timers for one queue group; returns the frames received.
 std::uint16_t progress_group(SwroceDevice& dev, unsigned group) noexcept;

@@ -70,8 +70,7 @@ void queue_nak(SwroceQp& qp, roce::NakCode code, std::uint32_t psn) noexcept {
     qp.resp.error_after_nak = qp.resp.error_after_nak || code == roce::NakCode::invalid_request ||
                               code == roce::NakCode::remote_access_error ||
                               code == roce::NakCode::remote_operational_error;
-    ++qp.device->counters_of(qp).naks_sent;
-    ++qp.counters.naks_sent;
+    count_event(qp, &QpCounters::naks_sent, &SwroceCounters::naks_sent);
 }
 
 // Refuses a request for `reason` with an error NAK: nothing after it is executed (the QP goes to
@@ -85,8 +84,7 @@ void refuse(SwroceQp& qp, const Request& r, ResponderError reason, roce::NakCode
 void receiver_not_ready(SwroceQp& qp, const Request& r) noexcept {
     count(qp, ResponderError::receiver_not_ready);
     queue_ack(qp, r.psn, roce::rnr_nak_syndrome(qp.attr.min_rnr_timer));
-    ++qp.device->counters_of(qp).naks_sent;
-    ++qp.counters.naks_sent;
+    count_event(qp, &QpCounters::naks_sent, &SwroceCounters::naks_sent);
 }
 
 // The responses a duplicate READ asks for, [into, end) of `res`: its rkey must be the READ's, its
@@ -147,8 +145,7 @@ bool check_psn(SwroceQp& qp, const Request& r) noexcept {
     const std::int32_t delta = roce::psn_diff(r.psn, resp.expected_psn);
     if (delta < 0) {
         // A duplicate: the ACK or response was lost or late.
-        ++qp.device->counters_of(qp).duplicates;
-        ++qp.counters.duplicates;
+        count_event(qp, &QpCounters::duplicates, &SwroceCounters::duplicates);
         if (r.is_read_or_atomic()) {
             replay(qp, r);
         } else {

@@ -93,8 +93,7 @@ void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept {
     }
     qp.req.send_offset = std::min(qp.req.send_offset, first_resend);
     qp.req.timing = false; // Karn: no round-trip sample across a restart
-    ++qp.device->counters_of(qp).retransmissions;
-    ++qp.counters.retransmissions;
+    count_event(qp, &QpCounters::retransmissions, &SwroceCounters::retransmissions);
 }
 
 void skip_acknowledged(SwroceQp& qp) noexcept {
@@ -200,8 +199,7 @@ void check_timer(SwroceQp& qp, std::uint64_t now) noexcept {
         fail_qp(qp, rdma::WcStatus::retry_exceeded);
         return;
     }
-    ++qp.device->counters_of(qp).timeouts;
-    ++qp.counters.timeouts;
+    count_event(qp, &QpCounters::timeouts, &SwroceCounters::timeouts);
     rewind(qp, roce::psn_next(qp.req.acked_psn));
     qp.req.probing = false;
     qp.req.window.timed_out();

@@ -352,10 +352,7 @@ Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, rdma::Qp
             return Error(StatusCode::not_supported,
                          "swroce resolves IPv4 peers with ARP; give dest_mac for an IPv6 peer");
         }
-        const std::uint32_t ip = (std::uint32_t{attr.dest_gid.raw[12]} << 24) |
-                                 (std::uint32_t{attr.dest_gid.raw[13]} << 16) |
-                                 (std::uint32_t{attr.dest_gid.raw[14]} << 8) |
-                                 attr.dest_gid.raw[15];
+        const std::uint32_t ip = attr.dest_gid.ipv4_host_order();
         const std::uint64_t now = rte_get_tsc_cycles();
         if (auto mac = dev.arp->lookup(ip, now)) {
             rdma::QpAttr resolved = attr;

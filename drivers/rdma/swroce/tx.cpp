@@ -16,12 +16,6 @@ namespace prdma::swroce {
 
 namespace {
 
-std::uint32_t peer_ipv4(const SwroceQp& qp) noexcept {
-    const auto& raw = qp.attr.dest_gid.raw;
-    return (std::uint32_t{raw[12]} << 24) | (std::uint32_t{raw[13]} << 16) |
-           (std::uint32_t{raw[14]} << 8) | raw[15];
-}
-
 // Copies `length` bytes at `offset` of a packet's payload into `out`.
 void copy_payload(const Payload& payload, std::uint8_t* out) noexcept {
     if (payload.wqe == nullptr) {
@@ -49,7 +43,7 @@ roce::FrameHeaders peer_headers(const SwroceQp& qp) noexcept {
     if (dev.args.ip.is_v4) {
         h.ip_version = roce::IpVersion::ipv4;
         h.ipv4.src = dev.args.ip.ipv4_host_order();
-        h.ipv4.dst = peer_ipv4(qp);
+        h.ipv4.dst = qp.attr.dest_gid.ipv4_host_order();
     } else {
         h.eth.ether_type = roce::ethertype_ipv6;
         h.ip_version = roce::IpVersion::ipv6;
@@ -120,8 +114,7 @@ void finish_frame(SwroceQp& qp, TxBatch& tx, rte_mbuf* mbuf, const roce::FrameLa
     mbuf->data_len = static_cast<std::uint16_t>(layout.wire_length);
     mbuf->pkt_len = layout.wire_length;
     tx.mbufs[tx.count++] = mbuf;
-    ++qp.device->counters_of(qp).tx_packets;
-    ++qp.counters.tx_packets;
+    count_event(qp, &QpCounters::tx_packets, &SwroceCounters::tx_packets);
     qp.counters.tx_bytes += payload_length;
 }
 

@@ -28,6 +28,7 @@
 #pragma once
 #define PRDMA_RDMADEV_RDMADEV_HPP
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -433,6 +434,15 @@ private:
     std::shared_ptr<detail::ContextState> context_;
     std::optional<std::uint16_t> group_;
 };
+
+class Context;
+// Waits (sleeping a millisecond between looks) until port `port` (1-based) of the context's
+// device is active, and returns its attributes and GIDs. Traffic posted on a port whose link is
+// down is sent into nothing until its retries run out, and a memif link comes up only once the
+// peer's process has started its port. not_connected after `limit`; invalid_parameter for a port
+// the device does not have. The one call of the API that blocks: for set-up, not the data path.
+Result<PortInfo> wait_port_active(const Context& context, std::uint8_t port,
+                                  std::chrono::milliseconds limit);
 
 class Context {
 public:

@@ -26,6 +26,9 @@ struct Gid {
     friend bool operator==(const Gid&, const Gid&) = default;
     static Gid from_ipv4(std::uint32_t address_host_order);
     [[nodiscard]] bool is_ipv4_mapped() const;
+    // The IPv4 address of an IPv4-mapped GID (::ffff:a.b.c.d), host order; meaningful only when
+    // is_ipv4_mapped().
+    [[nodiscard]] std::uint32_t ipv4_host_order() const;
 };
 
 enum class PortState : std::uint8_t { nop = 0, down = 1, init = 2, armed = 3, active = 4 };
