@@ -58,14 +58,9 @@ int main(int argc, char** argv) {
     constexpr char message[] = "hello, RDMA";
     auto* bytes = static_cast<char*>(buffer.data());
     std::memcpy(bytes, message, sizeof(message));
-    rdma::SendWr wr;
-    wr.wr_id = 1;
-    wr.opcode = rdma::WrOpcode::rdma_write;
-    wr.flags = rdma::send_signaled;
-    wr.num_sge = 1;
-    wr.sge = {reinterpret_cast<std::uint64_t>(bytes), 4096, mr.lkey()};
-    wr.rdma.remote_addr = peer.address + 4096;
-    wr.rdma.rkey = peer.rkey;
+    const rdma::SendWr wr =
+        rdma::write_wr(1, {reinterpret_cast<std::uint64_t>(bytes), 4096, mr.lkey()},
+                       peer.address + 4096, peer.rkey);
     if (rdma::post_send(qp, {&wr, 1}) != 1) {
         std::fprintf(stderr, "hello_write: post refused: %s\n",
                      status_name(rdma::post_error(qp)).data());

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include <prdma/compiler.hpp>
@@ -88,7 +89,8 @@ struct LocalInvFields {
 };
 
 // One send-queue work request; 128 bytes. Its num_sge SGEs are sg_list[0..num_sge) when sg_list is
-// set, else the one `sge` (num_sge 0 or 1; more without an sg_list is refused at post).
+// set, else the one `sge` (num_sge 0 or 1; more without an sg_list is refused at post). The
+// builders below set an opcode with its fields and its SGE count together.
 struct PRDMA_CACHE_ALIGNED SendWr {
     std::uint64_t wr_id = 0;
     WrOpcode opcode = WrOpcode::send;
@@ -100,14 +102,71 @@ struct PRDMA_CACHE_ALIGNED SendWr {
     union {
         RdmaFields rdma;
         AtomicFields atomic;
-        FastRegFields fast_reg;
+        FastRegFields fast_reg{}; // the largest: zeroes the union
         LocalInvFields local_inv;
     };
 
-    SendWr() : fast_reg{} {}
     [[nodiscard]] const Sge* sges() const noexcept { return sg_list != nullptr ? sg_list : &sge; }
 };
 static_assert(sizeof(SendWr) == 128);
+
+// Work-request builders, in the spirit of verbs' ibv_wr_rdma_write / ibv_wr_set_sge and mlx5's
+// set_raddr_seg: the opcode, its remote fields and the SGE count come together, so none of them
+// is forgotten. Signalled unless `flags` says otherwise:
+//   const rdma::SendWr wr = rdma::write_wr(1, {buf, 64, mr.lkey()}, peer.address, peer.rkey);
+//   rdma::post_send(qp, {&wr, 1});
+[[nodiscard]] inline SendWr send_wr(std::uint64_t wr_id, const Sge& local,
+                                    SendFlags flags = send_signaled) {
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = WrOpcode::send;
+    wr.num_sge = 1;
+    wr.flags = flags;
+    wr.sge = local;
+    return wr;
+}
+[[nodiscard]] inline SendWr write_wr(std::uint64_t wr_id, const Sge& local,
+                                     std::uint64_t remote_addr, std::uint32_t rkey,
+                                     SendFlags flags = send_signaled) {
+    SendWr wr = send_wr(wr_id, local, flags);
+    wr.opcode = WrOpcode::rdma_write;
+    wr.rdma = {remote_addr, rkey};
+    return wr;
+}
+// Reads [remote_addr, + local.length) of the peer into `local`.
+[[nodiscard]] inline SendWr read_wr(std::uint64_t wr_id, const Sge& local,
+                                    std::uint64_t remote_addr, std::uint32_t rkey,
+                                    SendFlags flags = send_signaled) {
+    SendWr wr = write_wr(wr_id, local, remote_addr, rkey, flags);
+    wr.opcode = WrOpcode::rdma_read;
+    return wr;
+}
+// `original` (8 bytes) receives the value the peer held before the add.
+[[nodiscard]] inline SendWr fetch_add_wr(std::uint64_t wr_id, const Sge& original,
+                                         std::uint64_t remote_addr, std::uint32_t rkey,
+                                         std::uint64_t add, SendFlags flags = send_signaled) {
+    SendWr wr = send_wr(wr_id, original, flags);
+    wr.opcode = WrOpcode::atomic_fetch_add;
+    wr.atomic = {remote_addr, add, 0, rkey};
+    return wr;
+}
+[[nodiscard]] inline SendWr compare_swap_wr(std::uint64_t wr_id, const Sge& original,
+                                            std::uint64_t remote_addr, std::uint32_t rkey,
+                                            std::uint64_t compare, std::uint64_t swap,
+                                            SendFlags flags = send_signaled) {
+    SendWr wr = fetch_add_wr(wr_id, original, remote_addr, rkey, compare, flags);
+    wr.opcode = WrOpcode::atomic_cmp_swap;
+    wr.atomic.swap = swap;
+    return wr;
+}
+// Gathers from (or scatters into) `sges` instead of one SGE: the list, which must stay valid for
+// the post, and its count, together.
+template <typename Wr>
+Wr& with_sges(Wr& wr, std::span<const Sge> sges) {
+    wr.sg_list = sges.data();
+    wr.num_sge = static_cast<std::uint8_t>(sges.size());
+    return wr;
+}
 
 // One receive-queue work request; 64 bytes; its SGEs as a SendWr's.
 struct PRDMA_CACHE_ALIGNED RecvWr {
@@ -118,6 +177,14 @@ struct PRDMA_CACHE_ALIGNED RecvWr {
     [[nodiscard]] const Sge* sges() const noexcept { return sg_list != nullptr ? sg_list : &sge; }
 };
 static_assert(sizeof(RecvWr) == 64);
+
+[[nodiscard]] inline RecvWr recv_wr(std::uint64_t wr_id, const Sge& local) {
+    RecvWr wr;
+    wr.wr_id = wr_id;
+    wr.num_sge = 1;
+    wr.sge = local;
+    return wr;
+}
 
 // Completion status (IBTA / ibv_wc_status).
 enum class WcStatus : std::uint8_t {
