@@ -15,13 +15,13 @@ namespace memif_peer {
 namespace {
 
 // Server memory of the mode.
-constexpr std::uint64_t kReadFrom = 0;              // what the client READs: stream 99
-constexpr std::uint32_t kReadLength = 1 << 20;      // 1024 packets of a 1024-byte MTU
-constexpr std::uint64_t kWriteAt = 1 << 20;         // the client's large WRITE: stream 5
-constexpr std::uint32_t kWriteLength = 256 << 10;   //
-constexpr std::uint64_t kSmallWriteAt = 3 << 19;    // an 8-byte inline WRITE: stream 6
-constexpr std::uint64_t kAtomicAt = 2 << 20;        // compare-swap, then fetch-adds
-constexpr std::uint64_t kRecvAt = 3 << 20;          // the SEND: stream 7
+constexpr std::uint64_t kReadFrom = 0;         // what the client READs: stream 99
+constexpr std::uint32_t kReadLength = 1 << 20; // 1024 packets of a 1024-byte MTU
+constexpr std::uint64_t kWriteAt = 1 << 20;    // the client's large WRITE: stream 5
+constexpr std::uint32_t kWriteLength = 256 << 10;
+constexpr std::uint64_t kSmallWriteAt = 3 << 19; // an 8-byte inline WRITE: stream 6
+constexpr std::uint64_t kAtomicAt = 2 << 20;     // compare-swap, then fetch-adds
+constexpr std::uint64_t kRecvAt = 3 << 20;       // the SEND: stream 7
 constexpr std::uint32_t kSendLength = 64;
 constexpr int kAdds = 10;
 
@@ -57,8 +57,7 @@ int serve_asleep(Session& s, Oob& oob) {
     expect_filled(s.data() + kRecvAt, kSendLength, 7, "the SEND");
     const char verdict = 'k';
     oob.send(&verdict, 1);
-    std::printf("memif-peer server: slept through WRITE, READ, %d atomics and a SEND\n",
-                kAdds + 1);
+    std::printf("memif-peer server: slept through WRITE, READ, %d atomics and a SEND\n", kAdds + 1);
     return 0;
 }
 
