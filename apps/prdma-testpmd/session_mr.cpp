@@ -5,7 +5,7 @@
 #include <thread>
 
 #include <prdma/format.hpp>
-#include <prdma/mem/memory_key.hpp>
+#include <prdma/mem/key.hpp>
 
 #include "session.hpp"
 

@@ -17,6 +17,7 @@
 
 #include <prdma/format.hpp>
 #include <prdma/mem/dma_memory.hpp>
+#include <prdma/mem/memory_registry.hpp>
 
 #include "mem_log.hpp"
 

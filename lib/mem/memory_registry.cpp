@@ -34,6 +34,11 @@ std::string_view fast_reg_result_name(FastRegResult result) {
 
 // ---- MemoryRegion ---------------------------------------------------------------------------
 
+MemoryRegion::MemoryRegion(MemoryRegistry& registry, RegionKind kind, std::uint32_t pd,
+                           std::uint32_t index)
+    : registry_(&registry), kind_(kind), pd_(pd), index_(index) {}
+MemoryRegion::~MemoryRegion() = default;
+
 const KeyEntry& MemoryRegion::entry() const noexcept {
     return registry_->keys_.entry(index_);
 }

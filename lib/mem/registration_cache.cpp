@@ -4,6 +4,7 @@
 #include <rte_memory.h>
 
 #include <prdma/format.hpp>
+#include <prdma/mem/memory_registry.hpp>
 #include <prdma/mem/registration_cache.hpp>
 
 namespace prdma::mem {

@@ -50,6 +50,42 @@ CPP
 # shellcheck disable=SC2046
 g++ -std=c++20 -Wall -Wextra -Werror -fsyntax-only "$stage/data_path.cpp" $("${pkg[@]}" --cflags prdma)
 echo "faces: driver.hpp not installed, fastpath_core.hpp refused alone, fastpath.hpp stands alone"
+# Sealed: without the driver SDK the package holds no registry, key table, translation table or
+# gather/place helper, and an application that includes only the two rdmadev headers registers
+# memory, builds a signalled WRITE and posts it.
+if ! "$meson" introspect "$build" --buildoptions |
+    python3 -c 'import json,sys; sys.exit(0 if next(o["value"] for o in json.load(sys.stdin) if o["name"]=="driver_sdk") else 1)'; then
+  for internal in memory_registry memory_key translation_table region_io sge_cursor; do
+    if [ -n "$(find "$stage$prefix" -path "*prdma/mem/$internal.hpp" -print -quit)" ]; then
+      echo "prdma/mem/$internal.hpp is installed without -Ddriver_sdk=true"; exit 1
+    fi
+  done
+fi
+cat > "$stage/sealed.cpp" <<'CPP'
+#include <type_traits>
+
+#include <prdma/rdmadev/fastpath.hpp>
+#include <prdma/rdmadev/rdmadev.hpp>
+// Only the two public rdmadev headers: a region's keys, a WRITE built from them, posted.
+template <typename T, typename = void> struct complete : std::false_type {};
+template <typename T> struct complete<T, std::void_t<decltype(sizeof(T))>> : std::true_type {};
+static_assert(!complete<prdma::mem::MemoryRegistry>::value, "the registry leaked into the API");
+static_assert(!complete<prdma::mem::TranslationTable>::value, "a translation table leaked");
+unsigned post_one(prdma::rdma::ProtectionDomain& pd, const prdma::rdma::QueuePair& qp, void* buf,
+                  std::uint64_t remote, prdma::mem::MemoryKey rkey) {
+    auto mr = pd.register_memory(buf, 64, prdma::mem::access_local_write);
+    if (!mr) {
+        return 0;
+    }
+    const prdma::rdma::SendWr wr = prdma::rdma::write_wr(
+        1, prdma::rdma::Sge{reinterpret_cast<std::uintptr_t>(buf), 64, mr->lkey()}, remote, rkey,
+        prdma::rdma::SendFlags{prdma::rdma::send_signaled});
+    return prdma::rdma::post_send(qp, {&wr, 1});
+}
+CPP
+# shellcheck disable=SC2046
+g++ -std=c++20 -Wall -Wextra -Werror -fsyntax-only "$stage/sealed.cpp" $("${pkg[@]}" --cflags prdma)
+echo "sealed: no lib/mem internals installed; rdmadev.hpp and fastpath.hpp compile a WRITE alone"
 libdir=$(dirname "$(find "$stage$prefix" -name 'libprdma_common.so' -print -quit)")
 LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$stage/consumer"
 # The installed driver: an example built from the installed sources with pkg-config alone creates

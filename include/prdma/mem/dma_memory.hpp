@@ -10,7 +10,6 @@
 #include <string_view>
 
 #include <prdma/mem/address_translator.hpp>
-#include <prdma/mem/memory_registry.hpp>
 #include <prdma/mem/page_list.hpp>
 #include <prdma/status.hpp>
 
@@ -104,9 +103,5 @@ bool is_dma_memory(const void* va, std::size_t length);
 // memory itself (21 for 2 MiB hugepages, 12 for external memory on 4 KiB pages; the smallest one
 // when the range spans memory of several page sizes). not_dma_memory when is_dma_memory is false.
 PageListError build_dma_page_list(const void* va, std::size_t length, PageList& out);
-
-// A registry configured for DPDK memory: dpdk_translator(), and a DMA MR bounded by
-// is_dma_memory(), so the reserved lkey reaches DPDK memory and nothing else.
-RegistryConfig dpdk_registry_config(PageSizeBitmap page_sizes = page_size_4k_2m_1g);
 
 } // namespace prdma::mem

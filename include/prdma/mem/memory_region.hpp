@@ -3,12 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <tuple>
 
 #include <prdma/mem/access.hpp>
-#include <prdma/mem/memory_key.hpp>
-#include <prdma/mem/translation_table.hpp>
+#include <prdma/mem/key.hpp>
 #include <prdma/status.hpp>
 
 namespace prdma::mem {
@@ -34,6 +34,8 @@ struct RegionDescriptor {
 static_assert(sizeof(RegionDescriptor) == 32);
 
 class MemoryRegistry;
+class TranslationTable; // the driver SDK's translation_table.hpp
+struct KeyEntry;        // the driver SDK's memory_key.hpp
 
 // What makes two registrations the same region (seed 002's reference counting): PD, address,
 // length, access, connection, kind.
@@ -75,12 +77,12 @@ public:
     MemoryRegion& operator=(const MemoryRegion&) = delete;
     MemoryRegion(MemoryRegion&&) = delete;
     MemoryRegion& operator=(MemoryRegion&&) = delete;
-    ~MemoryRegion() = default;
+    ~MemoryRegion();
 
 private:
     friend class MemoryRegistry;
-    MemoryRegion(MemoryRegistry& registry, RegionKind kind, std::uint32_t pd, std::uint32_t index)
-        : registry_(&registry), kind_(kind), pd_(pd), index_(index) {}
+    // Out of line, as the destructor: a member's TranslationTable is incomplete here.
+    MemoryRegion(MemoryRegistry& registry, RegionKind kind, std::uint32_t pd, std::uint32_t index);
     [[nodiscard]] const KeyEntry& entry() const noexcept;
 
     MemoryRegistry* registry_;

@@ -146,4 +146,8 @@ private:
     MemoryRegion* dma_region_ = nullptr;
 };
 
+// (dma_memory.cpp) A registry configured for DPDK memory: dpdk_translator(), and a DMA MR bounded
+// by is_dma_memory(), so the reserved lkey reaches DPDK memory and nothing else.
+RegistryConfig dpdk_registry_config(PageSizeBitmap page_sizes = page_size_4k_2m_1g);
+
 } // namespace prdma::mem

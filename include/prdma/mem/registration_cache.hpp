@@ -14,12 +14,19 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
-#include <prdma/mem/memory_registry.hpp>
+#include <prdma/mem/access.hpp>
+#include <prdma/mem/key.hpp>
+#include <prdma/mem/memory_region.hpp>
+#include <prdma/mem/page_list.hpp>
 #include <prdma/status.hpp>
 
 namespace prdma::mem {
+
+class MemoryRegistry; // the driver SDK's memory_registry.hpp
 
 struct CacheLimits {
     std::size_t max_entries = 1024;

@@ -8,7 +8,7 @@
 
 #include <prdma/compiler.hpp>
 #include <prdma/flags.hpp>
-#include <prdma/mem/memory_key.hpp>
+#include <prdma/mem/key.hpp>
 #include <prdma/rdmadev/types.hpp>
 
 namespace prdma::mem {

@@ -2,6 +2,7 @@
 // frees a region under its user, and the counters.
 #include <gtest/gtest.h>
 
+#include <prdma/mem/memory_registry.hpp>
 #include <prdma/mem/registration_cache.hpp>
 
 namespace prdma::mem {
