@@ -31,29 +31,69 @@ inline std::uint16_t burst_count(std::size_t size) noexcept {
 }
 } // namespace detail
 
-// Posts the WRs in order; returns how many were taken (post_error() says why not all).
-inline std::uint16_t post_send(const QpQueue& qp, std::span<const SendWr> wrs) {
+// Why the last post_send() or post_recv() on `qp` took fewer WRs than it was offered (ok when it
+// took them all): the reason seed 001's NdkFastRegister and every NDK post return as NTSTATUS.
+//   not_connected      post_send on a QP not in RTS/SQD (RESET, INIT, RTR: NDK's
+//                      STATUS_CONNECTION_INVALID), post_recv on a QP in RESET, or a QP being
+//                      destroyed
+//   no_resources       the send or receive queue is full; the same WR may be posted again once
+//                      completions are polled
+//   invalid_parameter  the first WR not taken is invalid: not an opcode, more SGEs than the QP's
+//                      max_send_sge / max_recv_sge, inline data longer than max_inline_data, an
+//                      atomic without one 8-byte local buffer; nothing was queued for it
+//   device_removed     the device is gone (its posts take nothing)
+// The WRs before the one refused were taken and run as usual. Fast path: one read of the QP's own
+// field, no allocation, no lock; call it on the thread that posted, before its next post.
+inline StatusCode post_error(const QpQueue& qp) {
+    const PostErrorFn fn = fast_path_ops[qp.device()].post_error;
+    return fn != nullptr ? fn(qp.driver_queue()) : StatusCode::device_removed;
+}
+
+// What a post took, and why not more (verbs' bad_wr and errno in one value): `posted` WRs from the
+// front of the span were taken; when that is fewer than offered, `reason` is why the first one
+// not taken was refused (the values post_error() lists above), ok otherwise. It converts to the
+// count, so `if (post_send(qp, wrs) != wrs.size())` reads as a count does.
+struct PostResult {
+    std::uint16_t posted = 0;
+    StatusCode reason = StatusCode::ok;
+    // NOLINTNEXTLINE(google-explicit-constructor): the count is what most callers compare
+    constexpr operator std::uint16_t() const noexcept { return posted; }
+};
+
+// Posts the WRs in order. The reason costs a second call only when a WR was refused.
+inline PostResult post_send(const QpQueue& qp, std::span<const SendWr> wrs) {
     const std::uint16_t count = detail::burst_count(wrs.size());
 #if PRDMA_DEBUG_FASTPATH
     if (!fastpath_args_valid(qp.device(), qp.driver_queue(), wrs.data(), count)) {
-        return 0;
+        return {0, StatusCode::invalid_parameter};
     }
 #endif
-    return fast_path_ops[qp.device()].post_send(qp.driver_queue(), wrs.data(), count);
+    const std::uint16_t posted =
+        fast_path_ops[qp.device()].post_send(qp.driver_queue(), wrs.data(), count);
+    if (PRDMA_LIKELY(posted == count)) {
+        return {posted, StatusCode::ok};
+    }
+    return {posted, post_error(qp)};
 }
 
-inline std::uint16_t post_recv(const QpQueue& qp, std::span<const RecvWr> wrs) {
+inline PostResult post_recv(const QpQueue& qp, std::span<const RecvWr> wrs) {
     const std::uint16_t count = detail::burst_count(wrs.size());
 #if PRDMA_DEBUG_FASTPATH
     if (!fastpath_args_valid(qp.device(), qp.driver_queue(), wrs.data(), count)) {
-        return 0;
+        return {0, StatusCode::invalid_parameter};
     }
 #endif
-    return fast_path_ops[qp.device()].post_recv(qp.driver_queue(), wrs.data(), count);
+    const std::uint16_t posted =
+        fast_path_ops[qp.device()].post_recv(qp.driver_queue(), wrs.data(), count);
+    if (PRDMA_LIKELY(posted == count)) {
+        return {posted, StatusCode::ok};
+    }
+    return {posted, post_error(qp)};
 }
 
-// Drives the CQ's queue group, then fills `wcs` with up to wcs.size() completions; returns how
-// many.
+// Fills `wcs` with up to wcs.size() completions; returns how many. When no poller
+// (Context::attach_poller) and no progress service drives the CQ's queue group, the call drives
+// it first: the caller's poll is the engine's turn. When one does, poll_cq only reaps.
 inline std::uint16_t poll_cq(const CqQueue& cq, std::span<WorkCompletion> wcs) {
     const std::uint16_t count = detail::burst_count(wcs.size());
 #if PRDMA_DEBUG_FASTPATH
@@ -71,22 +111,4 @@ inline std::uint32_t progress(const PollerQueue& poller) {
     const ProgressFn fn = fast_path_ops[poller.device()].progress;
     return fn != nullptr ? fn(poller.driver_queue()) : 0;
 }
-// Why the last post_send() or post_recv() on `qp` took fewer WRs than it was offered (ok when it
-// took them all): the reason seed 001's NdkFastRegister and every NDK post return as NTSTATUS.
-//   not_connected      post_send on a QP not in RTS/SQD (RESET, INIT, RTR:
-//   STATUS_CONNECTION_INVALID),
-//                      post_recv on a QP in RESET, or a QP being destroyed
-//   no_resources       the send or receive queue is full; the same WR may be posted again once
-//                      completions are polled
-//   invalid_parameter  the first WR not taken is invalid: not an opcode, more SGEs than the QP's
-//                      max_send_sge / max_recv_sge, inline data longer than max_inline_data, an
-//                      atomic without one 8-byte local buffer; nothing was queued for it
-//   device_removed     the device is gone (its posts take nothing)
-// The WRs before the one refused were taken and run as usual. Fast path: one read of the QP's own
-// field, no allocation, no lock; call it on the thread that posted, before its next post.
-inline StatusCode post_error(const QpQueue& qp) {
-    const PostErrorFn fn = fast_path_ops[qp.device()].post_error;
-    return fn != nullptr ? fn(qp.driver_queue()) : StatusCode::device_removed;
-}
-
 } // namespace prdma::rdma

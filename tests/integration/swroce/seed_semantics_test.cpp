@@ -254,6 +254,33 @@ TEST_F(SeedSemantics, AFullQueueIsRefusedAsNoResources) {
     EXPECT_EQ(post_error(b_->qp), StatusCode::no_resources);
 }
 
+// verbs' bad_wr and errno in one value: how many WRs were taken and why the next one was not.
+TEST_F(SeedSemantics, APostReturnsItsCountAndTheFirstRefusalsReasonTogether) {
+    const SendWr good = write_to_b(0, 64);
+    SendWr bad_opcode = good;
+    bad_opcode.opcode = static_cast<WrOpcode>(200);
+    const SendWr three[] = {good, bad_opcode, good};
+    const PostResult refused = post_send(a_->qp, three);
+    EXPECT_EQ(refused.posted, 1);
+    EXPECT_EQ(refused.reason, StatusCode::invalid_parameter);
+    const PostResult taken = post_send(a_->qp, {&good, 1});
+    EXPECT_EQ(taken.posted, 1);
+    EXPECT_EQ(taken.reason, StatusCode::ok) << "a post that took every WR has no reason";
+
+    const QueuePair in_reset = make_qp(*a_);
+    RecvWr recv;
+    recv.num_sge = 1;
+    recv.sge = {a_->addr(), 64, a_->mr.lkey()};
+    const PostResult not_connected = post_recv(in_reset, {&recv, 1});
+    EXPECT_EQ(not_connected.posted, 0);
+    EXPECT_EQ(not_connected.reason, StatusCode::not_connected);
+
+    const auto done = wait(*a_, 2);
+    ASSERT_EQ(done.size(), 2U);
+    EXPECT_EQ(done[0].status, WcStatus::success);
+    EXPECT_EQ(done[1].status, WcStatus::success);
+}
+
 TEST_F(SeedSemantics, AnInvalidRequestIsRefusedAsInvalidParameter) {
     const SendWr good = write_to_b(0, 64);
     SendWr bad_opcode = good;
