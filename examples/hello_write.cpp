@@ -61,9 +61,8 @@ int main(int argc, char** argv) {
     const rdma::SendWr wr =
         rdma::write_wr(1, {reinterpret_cast<std::uint64_t>(bytes), 4096, mr.lkey()},
                        peer.address + 4096, peer.rkey);
-    if (rdma::post_send(qp, {&wr, 1}) != 1) {
-        std::fprintf(stderr, "hello_write: post refused: %s\n",
-                     status_name(rdma::post_error(qp)).data());
+    if (const rdma::PostResult posted = rdma::post_send(qp, {&wr, 1}); posted.posted != 1) {
+        std::fprintf(stderr, "hello_write: post refused: %s\n", status_name(posted.reason).data());
         return 1;
     }
 

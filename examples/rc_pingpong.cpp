@@ -133,13 +133,8 @@ int main(int argc, char** argv) {
     check(qp.connect(must(rdma::import_connection(theirs, length), "import")), "connect");
 
     const rdma::Sge sge{reinterpret_cast<std::uint64_t>(buffer.data()), o.size, mr.lkey()};
-    const rdma::RecvWr recv{.wr_id = 1, .num_sge = 1, .sge = sge};
-    rdma::SendWr send;
-    send.wr_id = 2;
-    send.opcode = rdma::WrOpcode::send;
-    send.flags = rdma::send_signaled;
-    send.num_sge = 1;
-    send.sge = sge;
+    const rdma::RecvWr recv = rdma::recv_wr(1, sge);
+    const rdma::SendWr send = rdma::send_wr(2, sge);
     if (rdma::post_recv(qp, {&recv, 1}) != 1) {
         fail("the first receive was refused");
     }

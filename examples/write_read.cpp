@@ -82,8 +82,8 @@ rdma::WorkCompletion next_completion(rdma::CompletionQueue& cq) {
 
 void post_and_complete(rdma::QueuePair& qp, rdma::CompletionQueue& cq, const rdma::SendWr& wr,
                        const char* what) {
-    if (rdma::post_send(qp, {&wr, 1}) != 1) {
-        fail(std::string(what) + " refused: " + std::string(status_name(rdma::post_error(qp))));
+    if (const rdma::PostResult posted = rdma::post_send(qp, {&wr, 1}); posted.posted != 1) {
+        fail(std::string(what) + " refused: " + std::string(status_name(posted.reason)));
     }
     const rdma::WorkCompletion wc = next_completion(cq);
     if (wc.status != rdma::WcStatus::success) {
@@ -128,23 +128,22 @@ int serve(const Options& o, rdma::ProtectionDomain& pd, rdma::CompletionQueue& c
     }
     int rc = 0;
     for (unsigned round = 0; round < o.iters; ++round) {
-        rdma::SendWr reg;
-        reg.opcode = rdma::WrOpcode::fast_reg;
-        reg.flags = rdma::send_signaled;
-        reg.fast_reg.region = region.get();
-        reg.fast_reg.pages = page_list.data();
-        reg.fast_reg.page_count = pages;
-        reg.fast_reg.page_shift = 12;
-        reg.fast_reg.length = o.size;
+        rdma::FastRegFields map;
+        map.region = region.get();
+        map.pages = page_list.data();
+        map.page_count = pages;
+        map.page_shift = 12;
+        map.length = o.size;
         // The peer addresses the region by the buffer's own address; any page-aligned VA would
         // do, since the page list, not the address, says where the bytes land.
-        reg.fast_reg.base_va = reinterpret_cast<std::uint64_t>(bytes);
+        map.base_va = reinterpret_cast<std::uint64_t>(bytes);
         // A new variant each time: an rkey a peer kept from an earlier round must not reach
         // this one's pages.
-        reg.fast_reg.key = mem::next_key(region.lkey());
-        reg.fast_reg.access = access;
+        map.key = mem::next_key(region.lkey());
+        map.access = access;
+        const rdma::SendWr reg = rdma::fast_reg_wr(round, map);
         post_and_complete(qp, cq, reg, "FAST_REG");
-        const Grant grant{reg.fast_reg.base_va, region.rkey(), o.size};
+        const Grant grant{map.base_va, region.rkey(), o.size};
         send_all(fd, &grant, sizeof(grant));
         std::printf("round %u: %u bytes (%u pages) fast-registered as rkey 0x%08x\n", round + 1,
                     o.size, pages, grant.rkey);
@@ -161,11 +160,7 @@ int serve(const Options& o, rdma::ProtectionDomain& pd, rdma::CompletionQueue& c
             }
         }
 
-        rdma::SendWr inv;
-        inv.opcode = rdma::WrOpcode::local_inv;
-        inv.flags = rdma::send_signaled;
-        inv.local_inv.key = grant.rkey;
-        post_and_complete(qp, cq, inv, "LOCAL_INV");
+        post_and_complete(qp, cq, rdma::local_inv_wr(round, grant.rkey), "LOCAL_INV");
         send_all(fd, "i", 1);
         std::printf("round %u: rkey 0x%08x invalidated\n", round + 1, grant.rkey);
     }
@@ -181,14 +176,9 @@ int client(const Options& o, rdma::ProtectionDomain& pd, rdma::CompletionQueue& 
         must(pd.register_memory(buffer.data(), buffer.size(), mem::access_local_write), "register");
     auto* source = static_cast<std::uint8_t*>(buffer.data());
     std::uint8_t* target = source + o.size;
+    const rdma::Sge from{reinterpret_cast<std::uint64_t>(source), o.size, mr.lkey()};
+    const rdma::Sge into{reinterpret_cast<std::uint64_t>(target), o.size, mr.lkey()};
     rdma::SendWr write;
-    write.opcode = rdma::WrOpcode::rdma_write;
-    write.flags = rdma::send_signaled;
-    write.num_sge = 1;
-    write.sge = {reinterpret_cast<std::uint64_t>(source), o.size, mr.lkey()};
-    rdma::SendWr read = write;
-    read.opcode = rdma::WrOpcode::rdma_read;
-    read.sge.addr = reinterpret_cast<std::uint64_t>(target);
 
     Grant grant;
     for (unsigned round = 0; round < o.iters; ++round) {
@@ -201,10 +191,9 @@ int client(const Options& o, rdma::ProtectionDomain& pd, rdma::CompletionQueue& 
             source[i] = pattern(i, round);
         }
         std::memset(target, 0, o.size);
-        write.rdma = {grant.address, grant.rkey};
-        read.rdma = write.rdma;
+        write = rdma::write_wr(round, from, grant.address, grant.rkey);
         post_and_complete(qp, cq, write, "WRITE");
-        post_and_complete(qp, cq, read, "READ");
+        post_and_complete(qp, cq, rdma::read_wr(round, into, grant.address, grant.rkey), "READ");
         if (std::memcmp(source, target, o.size) != 0) {
             fail("round " + std::to_string(round + 1) + ": the READ returned other bytes");
         }

@@ -82,22 +82,16 @@ Status poll_into(PerfSession& s, Completions& c, Watchdog& watchdog) {
 }
 
 Status post_one(PerfSession& s, unsigned qp, const SendWr& wr) {
-    if (rdma::post_send(s.qp(qp), {&wr, 1}) != 1) {
-        return Error(StatusCode::no_resources, "the send queue refused a work request");
+    if (const rdma::PostResult posted = rdma::post_send(s.qp(qp), {&wr, 1}); posted.posted != 1) {
+        return Error(posted.reason, "the send queue refused a work request");
     }
     return {};
 }
 
-SendWr one_sided(PerfSession& s, WrOpcode opcode, std::uint64_t size, const KeyMessage& peer) {
-    SendWr wr;
-    wr.opcode = opcode;
-    wr.flags = rdma::send_signaled;
-    wr.num_sge = 1;
-    wr.sge = {reinterpret_cast<std::uint64_t>(s.send_half(0)), static_cast<std::uint32_t>(size),
-              s.lkey()};
-    wr.rdma.remote_addr = peer.vaddr;
-    wr.rdma.rkey = peer.rkey;
-    return wr;
+// The first `size` bytes of the send half: what latency tests send from (or read into).
+rdma::Sge send_sge(PerfSession& s, std::uint64_t size) {
+    return {reinterpret_cast<std::uint64_t>(s.send_half(0)), static_cast<std::uint32_t>(size),
+            s.lkey()};
 }
 
 // Posts one WR and waits for its completion (read_lat, atomic_lat).
@@ -203,7 +197,7 @@ Status run_write_latency(PerfSession& s, const PerfOptions& o, std::uint64_t siz
     volatile std::uint8_t* const post_byte = s.send_half(0) + size - 1;
     const volatile std::uint8_t* const poll_byte = s.receive_half(0) + size - 1;
     Verifier* const v = verify.verifier;
-    SendWr wr = one_sided(s, WrOpcode::rdma_write, size, peer);
+    SendWr wr = rdma::write_wr(0, send_sge(s, size), peer.vaddr, peer.rkey);
     if (size <= o.inline_size) {
         wr.flags |= rdma::send_inline;
     }
@@ -278,17 +272,12 @@ Status run_send_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size
                         LatencySamples& out, VerifyRun verify) {
     const std::uint64_t iterations = o.iterations;
     out.timestamps.assign(iterations, 0);
-    SendWr wr;
-    wr.opcode = WrOpcode::send;
-    wr.flags = rdma::send_signaled |
-               (size <= o.inline_size ? rdma::SendFlags(rdma::send_inline) : rdma::SendFlags());
-    wr.num_sge = 1;
-    wr.sge = {reinterpret_cast<std::uint64_t>(s.send_half(0)), static_cast<std::uint32_t>(size),
-              s.lkey()};
-    RecvWr recv;
-    recv.num_sge = 1;
-    recv.sge = {reinterpret_cast<std::uint64_t>(s.receive_half(0)),
-                static_cast<std::uint32_t>(size), s.lkey()};
+    const SendWr wr = rdma::send_wr(
+        0, send_sge(s, size),
+        rdma::send_signaled |
+            (size <= o.inline_size ? rdma::SendFlags(rdma::send_inline) : rdma::SendFlags()));
+    const RecvWr recv = rdma::recv_wr(0, {reinterpret_cast<std::uint64_t>(s.receive_half(0)),
+                                          static_cast<std::uint32_t>(size), s.lkey()});
     Watchdog watchdog;
     Completions c;
     std::uint64_t posted = 0;
@@ -340,22 +329,17 @@ Status run_send_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size
 
 Status run_read_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size,
                         const KeyMessage& peer, LatencySamples& out, VerifyRun verify) {
-    return run_one_sided_latency(s, o, one_sided(s, WrOpcode::rdma_read, size, peer), out, verify);
+    return run_one_sided_latency(s, o, rdma::read_wr(0, send_sge(s, size), peer.vaddr, peer.rkey),
+                                 out, verify);
 }
 
 Status run_atomic_latency(PerfSession& s, const PerfOptions& o, const KeyMessage& peer,
                           LatencySamples& out, VerifyRun verify) {
-    SendWr wr = one_sided(s, WrOpcode::atomic_fetch_add, 8, peer);
-    wr.atomic.remote_addr = peer.vaddr;
-    wr.atomic.rkey = peer.rkey;
-    if (o.atomic_type == AtomicType::cmp_and_swap) {
-        wr.opcode = WrOpcode::atomic_cmp_swap;
-        wr.atomic.compare_add = 0;
-        wr.atomic.swap = 0;
-    } else {
-        wr.atomic.compare_add = 1; // perftest's ATOMIC_ADD_VALUE
-        wr.atomic.swap = 0;
-    }
+    const rdma::Sge original = send_sge(s, 8);
+    const SendWr wr =
+        o.atomic_type == AtomicType::cmp_and_swap
+            ? rdma::compare_swap_wr(0, original, peer.vaddr, peer.rkey, 0, 0)
+            : rdma::fetch_add_wr(0, original, peer.vaddr, peer.rkey, 1); // ATOMIC_ADD_VALUE
     return run_one_sided_latency(s, o, wr, out, verify);
 }
 
@@ -377,11 +361,9 @@ Status take_receive(PerfSession& s, const PerfOptions& o, ReceiveSide& rx, const
     if (rx.posted[q] >= rx.per_qp) {
         return {};
     }
-    RecvWr recv;
-    recv.num_sge = 1;
-    recv.wr_id = q;
-    recv.sge = {reinterpret_cast<std::uint64_t>(receive_buffer(s, q, rx.posted[q], verify)),
-                static_cast<std::uint32_t>(rx.size), s.lkey()};
+    const RecvWr recv = rdma::recv_wr(
+        q, {reinterpret_cast<std::uint64_t>(receive_buffer(s, q, rx.posted[q], verify)),
+            static_cast<std::uint32_t>(rx.size), s.lkey()});
     if (rdma::post_recv(s.qp(q), {&recv, 1}) != 1) {
         return Error(StatusCode::no_resources, "the receive queue is full");
     }

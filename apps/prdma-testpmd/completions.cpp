@@ -19,9 +19,8 @@ rdma::Sge slot_sge(const Stream& stream, std::uint32_t slot, std::uint32_t lengt
 }
 
 void post_recv_slot(Stream& stream, unsigned index, std::uint32_t slot) {
-    const rdma::RecvWr wr{.wr_id = make_wr_id(index, WrKind::recv, 0, slot),
-                          .num_sge = 1,
-                          .sge = slot_sge(stream, slot, max_message)};
+    const rdma::RecvWr wr = rdma::recv_wr(make_wr_id(index, WrKind::recv, 0, slot),
+                                          slot_sge(stream, slot, max_message));
     if (rdma::post_recv(stream.qp, {&wr, 1}) == 1) {
         ++stream.recvs_posted;
     } else {
@@ -31,12 +30,8 @@ void post_recv_slot(Stream& stream, unsigned index, std::uint32_t slot) {
 
 // The message goes back from the slot it arrived in; the slot is posted again once it has gone.
 void echo_back(Stream& stream, unsigned index, std::uint32_t slot, std::uint32_t length) {
-    rdma::SendWr wr;
-    wr.wr_id = make_wr_id(index, WrKind::echo_send, 1, slot);
-    wr.opcode = rdma::WrOpcode::send;
-    wr.flags = rdma::send_signaled;
-    wr.num_sge = 1;
-    wr.sge = slot_sge(stream, slot, length);
+    const rdma::SendWr wr = rdma::send_wr(make_wr_id(index, WrKind::echo_send, 1, slot),
+                                          slot_sge(stream, slot, length));
     if (rdma::post_send(stream.qp, {&wr, 1}) == 1) {
         ++stream.outstanding;
     } else {

@@ -132,18 +132,17 @@ Status Session::fast_register(unsigned mr_index, unsigned qp) {
                      strformat("MR %u is fast-registered: `invalidate mr %u qp N` first", mr_index,
                                mr_index));
     }
-    rdma::SendWr wr;
-    wr.wr_id = make_wr_id(qps_[qp]->slot, WrKind::control, 1, 0);
-    wr.opcode = rdma::WrOpcode::fast_reg;
-    wr.flags = rdma::send_signaled;
-    wr.fast_reg.region = mr.fast_reg.get();
-    wr.fast_reg.pages = mr.pages.data();
-    wr.fast_reg.page_count = pages;
-    wr.fast_reg.page_shift = 12;
-    wr.fast_reg.length = mr.buffer.size();
-    wr.fast_reg.base_va = reinterpret_cast<std::uint64_t>(mr.buffer.data());
-    wr.fast_reg.key = mem::next_key(mr.fast_key);
-    wr.fast_reg.access = mr.access;
+    rdma::FastRegFields map;
+    map.region = mr.fast_reg.get();
+    map.pages = mr.pages.data();
+    map.page_count = pages;
+    map.page_shift = 12;
+    map.length = mr.buffer.size();
+    map.base_va = reinterpret_cast<std::uint64_t>(mr.buffer.data());
+    map.key = mem::next_key(mr.fast_key);
+    map.access = mr.access;
+    const rdma::SendWr wr =
+        rdma::fast_reg_wr(make_wr_id(qps_[qp]->slot, WrKind::control, 1, 0), map);
     if (Status posted = post_from_lcore(qp, wr, "FAST_REG"); !posted) {
         return posted;
     }
@@ -168,11 +167,8 @@ Status Session::invalidate(unsigned mr_index, unsigned qp) {
                                mr_index, mr_index));
     }
     UserMr& mr = mrs_[mr_index];
-    rdma::SendWr wr;
-    wr.wr_id = make_wr_id(qps_[qp]->slot, WrKind::control, 1, 0);
-    wr.opcode = rdma::WrOpcode::local_inv;
-    wr.flags = rdma::send_signaled;
-    wr.local_inv.key = mr.fast_key;
+    const rdma::SendWr wr =
+        rdma::local_inv_wr(make_wr_id(qps_[qp]->slot, WrKind::control, 1, 0), mr.fast_key);
     if (Status posted = post_from_lcore(qp, wr, "LOCAL_INV"); !posted) {
         return posted;
     }

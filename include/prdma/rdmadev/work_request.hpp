@@ -159,6 +159,26 @@ static_assert(sizeof(SendWr) == 128);
     wr.atomic.swap = swap;
     return wr;
 }
+// Seed 001's NdkFastRegister: maps `fields.region` onto the listed pages under fields.key.
+[[nodiscard]] inline SendWr fast_reg_wr(std::uint64_t wr_id, const FastRegFields& fields,
+                                        SendFlags flags = send_signaled) {
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = WrOpcode::fast_reg;
+    wr.flags = flags;
+    wr.fast_reg = fields;
+    return wr;
+}
+// Invalidates `key` locally (LOCAL_INV): the region's key is dead until the next fast-register.
+[[nodiscard]] inline SendWr local_inv_wr(std::uint64_t wr_id, std::uint32_t key,
+                                         SendFlags flags = send_signaled) {
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = WrOpcode::local_inv;
+    wr.flags = flags;
+    wr.local_inv = {key};
+    return wr;
+}
 // Gathers from (or scatters into) `sges` instead of one SGE: the list, which must stay valid for
 // the post, and its count, together.
 template <typename Wr>

@@ -77,6 +77,32 @@ TEST(WorkRequestBuilders, AListOfSgesSetsItsCountToo) {
     EXPECT_EQ(recv.sges(), list.data());
 }
 
+TEST(WorkRequestBuilders, FastRegisterAndInvalidateCarryTheirKeyAndNoSge) {
+    const std::array<std::uint64_t, 2> pages = {0x10000, 0x11000};
+    FastRegFields map;
+    map.pages = pages.data();
+    map.page_count = 2;
+    map.length = 0x1800;
+    map.base_va = 0x10000;
+    map.key = 0x000305;
+    map.access = mem::access_remote_write | mem::access_local_write;
+    const SendWr reg = fast_reg_wr(9, map, send_signaled | send_fence);
+    EXPECT_EQ(reg.wr_id, 9U);
+    EXPECT_EQ(reg.opcode, WrOpcode::fast_reg);
+    EXPECT_EQ(reg.num_sge, 0);
+    EXPECT_TRUE(reg.flags.has(SendFlag::fence));
+    EXPECT_EQ(reg.fast_reg.pages, pages.data());
+    EXPECT_EQ(reg.fast_reg.page_count, 2U);
+    EXPECT_EQ(reg.fast_reg.key, 0x000305U);
+    EXPECT_EQ(reg.fast_reg.access, map.access);
+
+    const SendWr inv = local_inv_wr(10, 0x000305);
+    EXPECT_EQ(inv.opcode, WrOpcode::local_inv);
+    EXPECT_EQ(inv.num_sge, 0);
+    EXPECT_TRUE(inv.flags.has(SendFlag::signaled));
+    EXPECT_EQ(inv.local_inv.key, 0x000305U);
+}
+
 TEST(WorkRequestBuilders, ADefaultWrIsAllZero) {
     SendWr wr; // default-initialized, as most callers make one
     EXPECT_EQ(wr.wr_id, 0U);
