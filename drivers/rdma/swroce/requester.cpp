@@ -22,7 +22,7 @@ bool check_local_keys(SwroceQp& qp, SendWqe& wqe) noexcept {
         wqe.checked = true;
         return true;
     }
-    const mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
+    const mem::MemoryRegistry& registry = *qp.device->registry;
     // READ responses and atomic results are written into the SGEs; everything else is read.
     const mem::AccessFlags access =
         wqe.is_read_or_atomic() ? mem::access_local_write : mem::access_local_read;
@@ -48,7 +48,7 @@ void execute_local(SwroceQp& qp, SendWqe& wqe) noexcept {
     if (wqe.local_status != rdma::WcStatus::success) {
         return; // failed at post: it only completes, in order
     }
-    mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
+    mem::MemoryRegistry& registry = *qp.device->registry;
     if (wqe.wr.opcode == rdma::WrOpcode::local_inv) {
         const mem::InvalidateResult result = registry.invalidate(wqe.wr.local_inv.key, qp.pd);
         if (result != mem::InvalidateResult::ok) {

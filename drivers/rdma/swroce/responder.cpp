@@ -244,7 +244,7 @@ bool check_rkey(SwroceQp& qp, const Request& r, mem::MemoryKey rkey, mem::Access
         refuse(qp, r, ResponderError::qp_access, roce::NakCode::remote_access_error);
         return false;
     }
-    const mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
+    const mem::MemoryRegistry& registry = *qp.device->registry;
     if (registry.check({rkey, qp.pd, qp.connection, access, va, length}, entry) !=
         mem::KeyCheck::ok) {
         refuse(qp, r, ResponderError::remote_access, roce::NakCode::remote_access_error);
@@ -314,7 +314,7 @@ void complete_receive(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint32_
 // lkey is refused (a local length/protection error).
 bool scatter(SwroceQp& qp, std::span<const std::uint8_t> payload) noexcept {
     const RecvWqe& wqe = qp.receive_queue.front();
-    const mem::MemoryRegistry& registry = *rdma::driver::device(qp.device->id)->registry;
+    const mem::MemoryRegistry& registry = *qp.device->registry;
     std::uint32_t skip = qp.resp.recv_offset;
     std::size_t done = 0;
     for (std::uint32_t i = 0; i < wqe.num_sge && done < payload.size(); ++i) {
@@ -359,7 +359,7 @@ bool execute_send(SwroceQp& qp, const Request& r) noexcept {
         return true;
     }
     if (r.frame.has(roce::ExtHeader::ieth) &&
-        rdma::driver::device(qp.device->id)->registry->invalidate(r.frame.invalidate_rkey, qp.pd) !=
+        qp.device->registry->invalidate(r.frame.invalidate_rkey, qp.pd) !=
             mem::InvalidateResult::ok) {
         // A key that is not ours to invalidate (wrong PD, not a fast-register region, stale): the
         // receive completes in error and the requester gets a NAK, as rxe does.

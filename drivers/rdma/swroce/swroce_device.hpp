@@ -149,6 +149,9 @@ struct SwrocePoller {
 
 struct SwroceDevice {
     rdma::DeviceId id = rdma::invalid_device;
+    // The device's key table and translation tables, owned by rdmadev's Device and kept from probe
+    // on: every SGE, RETH and AtomicETH checks a key through it without a device-table lookup.
+    mem::MemoryRegistry* registry = nullptr;
     std::string name;
     SwroceDevargs args;
     SwrocePort port;

@@ -198,6 +198,7 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
         return -ENOSPC;
     }
     dev->id = id.value();
+    dev->registry = rdma::driver::device(dev->id)->registry.get();
     if (Status reserved = advertise_reserved_lkey(*rdma::driver::device(dev->id)); !reserved.ok()) {
         rdma::driver::report_probe_error(name, reserved.error());
         (void)rdma::driver::unregister_device(dev->id); // closes (and frees) `dev`
