@@ -118,9 +118,8 @@ unsigned SwrocePort::mempool_size_for(std::uint16_t rx_descriptors, std::uint16_
     return std::bit_ceil(needed + 1) - 1;
 }
 
-Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue_groups,
-                                    std::optional<unsigned> ib_mtu, int socket) {
-    const std::string name(ethdev_name);
+Status SwrocePort::check_open_arguments(const std::string& name, unsigned queue_groups,
+                                        std::optional<unsigned> ib_mtu) {
     if (queue_groups < 1 || queue_groups > PRDMA_MAX_QUEUE_GROUPS) {
         return Error{StatusCode::invalid_parameter,
                      strformat("swroce port %s: %u queue groups asked; 1..%u are possible "
@@ -134,13 +133,17 @@ Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue
                                "4096",
                                name.c_str(), *ib_mtu)};
     }
+    return {};
+}
+
+// Finds the ethdev and makes swroce its owner; from here on the port gives back what it took.
+Status SwrocePort::claim(const std::string& name) {
     std::uint16_t port_id = RTE_MAX_ETHPORTS;
     if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0) {
         return Error{StatusCode::invalid_parameter,
                      strformat("swroce: no ethdev named '%s'; ethdevs: %s", name.c_str(),
                                describe_ethdevs().c_str())};
     }
-
     rte_eth_dev_owner current{};
     if (int ret = rte_eth_dev_owner_get(port_id, &current); ret != 0) {
         return dpdk_error("rte_eth_dev_owner_get", name, ret);
@@ -151,13 +154,10 @@ Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue
                                "needs a port of its own",
                                name.c_str(), current.name)};
     }
-
-    // From here on `port` owns what it took, so every early return below gives it back.
-    SwrocePort port;
-    port.port_id_ = port_id;
-    port.name_ = name;
-    port.shared_ = std::make_unique<Shared>();
-    port.shared_->port_id = port_id;
+    port_id_ = port_id;
+    name_ = name;
+    shared_ = std::make_unique<Shared>();
+    shared_->port_id = port_id;
     rte_eth_dev_owner owner{};
     if (int ret = rte_eth_dev_owner_new(&owner.id); ret != 0) {
         return dpdk_error("rte_eth_dev_owner_new", name, ret);
@@ -169,37 +169,41 @@ Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue
                      strformat("swroce: cannot take ethdev %s (%s); another user claimed it",
                                name.c_str(), rte_strerror(-ret))};
     }
-    port.owner_id_ = owner.id;
+    owner_id_ = owner.id;
+    return {};
+}
 
-    rte_eth_dev_info info{};
-    if (int ret = rte_eth_dev_info_get(port_id, &info); ret != 0) {
-        return dpdk_error("rte_eth_dev_info_get", name, ret);
-    }
-    const PortProfile profile = port_profile_for(info);
-    port.max_ib_mtu_ = profile.max_ib_mtu;
+// What the port's driver can carry against what the device asks of it.
+Status SwrocePort::check_capabilities(const rte_eth_dev_info& info, const PortProfile& profile,
+                                      unsigned queue_groups, std::optional<unsigned> ib_mtu) {
+    max_ib_mtu_ = profile.max_ib_mtu;
     if (ib_mtu && profile.max_ib_mtu && *ib_mtu > *profile.max_ib_mtu) {
         return Error{StatusCode::not_supported,
                      strformat("swroce: ethdev %s (driver %s) takes frames of an IB MTU of at "
                                "most %u (one mbuf per page of its umem); use mtu=%u or less",
-                               name.c_str(), info.driver_name, *profile.max_ib_mtu,
+                               name_.c_str(), info.driver_name, *profile.max_ib_mtu,
                                *profile.max_ib_mtu)};
     }
-    port.stop_on_interrupt_thread_ = on_vdev_bus(info);
-    port.gated_ = unmaps_queues_from_interrupt_thread(info);
+    stop_on_interrupt_thread_ = on_vdev_bus(info);
+    gated_ = unmaps_queues_from_interrupt_thread(info);
     if (queue_groups > info.max_rx_queues || queue_groups > info.max_tx_queues) {
         return Error{StatusCode::not_supported,
                      strformat("swroce: ethdev %s (driver %s) has at most %u rx and %u tx "
                                "queues; %u queue groups need %u of each. Use queues=%u or a "
                                "port with more queues",
-                               name.c_str(), info.driver_name, info.max_rx_queues,
+                               name_.c_str(), info.driver_name, info.max_rx_queues,
                                info.max_tx_queues, queue_groups, queue_groups,
                                std::min<unsigned>(info.max_rx_queues, info.max_tx_queues))};
     }
+    return {};
+}
 
-    // Keep the MTU the port already has (af_packet would push a lower one onto the kernel
-    // interface); raise it only as far as the IB MTU asked needs.
+// The Ethernet MTU to configure: the port's own (af_packet would push a lower one onto the
+// kernel interface), raised only as far as the IB MTU asked needs.
+Result<unsigned> SwrocePort::choose_mtu(const rte_eth_dev_info& info,
+                                        std::optional<unsigned> ib_mtu) const {
     std::uint16_t current_mtu = 0;
-    if (rte_eth_dev_get_mtu(port_id, &current_mtu) != 0 || current_mtu == 0) {
+    if (rte_eth_dev_get_mtu(port_id_, &current_mtu) != 0 || current_mtu == 0) {
         current_mtu = RTE_ETHER_MTU;
     }
     unsigned wanted_mtu = current_mtu;
@@ -211,19 +215,27 @@ Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue
                          strformat("swroce: ethdev %s (%s) carries an Ethernet MTU of at most %u; "
                                    "IB MTU %u needs %u (%u + %u bytes of IPv6/UDP/BTH/RETH/ImmDt/"
                                    "ICRC headers). Use a smaller mtu= devarg",
-                                   name.c_str(), info.driver_name, max_mtu, *ib_mtu, needed,
+                                   name_.c_str(), info.driver_name, max_mtu, *ib_mtu, needed,
                                    *ib_mtu, roce_l3_overhead)};
         }
         wanted_mtu = std::max(wanted_mtu, needed);
     }
-    wanted_mtu =
-        std::clamp<unsigned>(wanted_mtu, info.min_mtu, std::max<unsigned>(max_mtu, info.min_mtu));
+    return std::clamp<unsigned>(wanted_mtu, info.min_mtu,
+                                std::max<unsigned>(max_mtu, info.min_mtu));
+}
 
+// rte_eth_dev_configure and the descriptor counts (testpmd's init_port_config).
+Status SwrocePort::configure(const rte_eth_dev_info& info, unsigned queue_groups,
+                             std::optional<unsigned> ib_mtu) {
+    const Result<unsigned> wanted_mtu = choose_mtu(info, ib_mtu);
+    if (!wanted_mtu) {
+        return wanted_mtu.error();
+    }
     rte_eth_conf conf{};
-    conf.rxmode.mtu = wanted_mtu;
+    conf.rxmode.mtu = wanted_mtu.value();
     // Frames above one mbuf are never RoCE; scatter lets a jumbo port still take them (to drop)
     // instead of refusing its queue setup.
-    if (wanted_mtu + RTE_ETHER_HDR_LEN + 4 > max_roce_frame_size &&
+    if (wanted_mtu.value() + RTE_ETHER_HDR_LEN + 4 > max_roce_frame_size &&
         (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER) != 0) {
         conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_SCATTER;
     }
@@ -238,137 +250,183 @@ Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue
     // Header mbuf + payload segments lets the driver send from registered memory without a copy.
     if ((info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0) {
         conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
-        port.tx_multi_segment_ = true;
+        tx_multi_segment_ = true;
     }
     const auto groups16 = static_cast<std::uint16_t>(queue_groups);
-    if (int ret = rte_eth_dev_configure(port_id, groups16, groups16, &conf); ret != 0) {
+    if (int ret = rte_eth_dev_configure(port_id_, groups16, groups16, &conf); ret != 0) {
         if (ret == -EBUSY) {
             return Error{StatusCode::busy,
                          strformat("swroce: ethdev %s is started by another user of this "
                                    "process; stop it (rte_eth_dev_stop) or give swroce a port "
                                    "of its own",
-                                   name.c_str())};
+                                   name_.c_str())};
         }
-        return dpdk_error("rte_eth_dev_configure", name, ret);
+        return dpdk_error("rte_eth_dev_configure", name_, ret);
     }
-
-    std::uint16_t rx_descriptors = wanted_rx_descriptors;
-    std::uint16_t tx_descriptors = wanted_tx_descriptors;
-    if (int ret = rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &rx_descriptors, &tx_descriptors);
+    rx_descriptors_ = wanted_rx_descriptors;
+    tx_descriptors_ = wanted_tx_descriptors;
+    if (int ret = rte_eth_dev_adjust_nb_rx_tx_desc(port_id_, &rx_descriptors_, &tx_descriptors_);
         ret != 0) {
-        return dpdk_error("rte_eth_dev_adjust_nb_rx_tx_desc", name, ret);
+        return dpdk_error("rte_eth_dev_adjust_nb_rx_tx_desc", name_, ret);
     }
-    port.rx_descriptors_ = rx_descriptors;
-    port.tx_descriptors_ = tx_descriptors;
+    return {};
+}
 
-    if (socket == SOCKET_ID_ANY) {
-        socket = rte_eth_dev_socket_id(port_id);
-    }
-    port.socket_ = socket;
-
+// One mbuf pool, one rx and one tx queue per queue group.
+Status SwrocePort::setup_queues(const PortProfile& profile, unsigned queue_groups) {
     const unsigned pool_size =
-        mempool_size_for(rx_descriptors, tx_descriptors, profile.mbufs_kept_by_driver);
-    port.pools_.reserve(queue_groups);
+        mempool_size_for(rx_descriptors_, tx_descriptors_, profile.mbufs_kept_by_driver);
+    pools_.reserve(queue_groups);
     for (unsigned group = 0; group < queue_groups; ++group) {
-        const std::string pool_name = mbuf_pools::name_for(port_id, group);
+        const std::string pool_name = mbuf_pools::name_for(port_id_, group);
         rte_mempool* pool = rte_pktmbuf_pool_create(
-            pool_name.c_str(), pool_size, mempool_cache_size, 0, profile.mbuf_data_room, socket);
+            pool_name.c_str(), pool_size, mempool_cache_size, 0, profile.mbuf_data_room, socket_);
         if (pool == nullptr) {
             const int err = rte_errno;
             return Error{err == ENOMEM ? StatusCode::no_resources : StatusCode::internal,
                          strformat("swroce: mbuf pool %s for ethdev %s (%u mbufs of %u bytes "
                                    "on socket %d) could not be created: %s",
-                                   pool_name.c_str(), name.c_str(), pool_size,
-                                   unsigned{profile.mbuf_data_room}, socket, rte_strerror(err))};
+                                   pool_name.c_str(), name_.c_str(), pool_size,
+                                   unsigned{profile.mbuf_data_room}, socket_, rte_strerror(err))};
         }
-        port.pools_.push_back(pool);
+        pools_.push_back(pool);
         if (profile.af_xdp) {
-            if (Status st = check_af_xdp_pool(name, pool, queue_groups); !st.ok()) {
+            if (Status st = check_af_xdp_pool(name_, pool, queue_groups); !st.ok()) {
                 return st.error();
             }
         }
         const auto queue = static_cast<std::uint16_t>(group);
-        if (int ret = rte_eth_rx_queue_setup(port_id, queue, rx_descriptors, socket, nullptr, pool);
+        if (int ret =
+                rte_eth_rx_queue_setup(port_id_, queue, rx_descriptors_, socket_, nullptr, pool);
             ret != 0) {
-            return dpdk_error("rte_eth_rx_queue_setup", name, ret);
+            return dpdk_error("rte_eth_rx_queue_setup", name_, ret);
         }
-        if (int ret = rte_eth_tx_queue_setup(port_id, queue, tx_descriptors, socket, nullptr);
+        if (int ret = rte_eth_tx_queue_setup(port_id_, queue, tx_descriptors_, socket_, nullptr);
             ret != 0) {
-            return dpdk_error("rte_eth_tx_queue_setup", name, ret);
+            return dpdk_error("rte_eth_tx_queue_setup", name_, ret);
         }
     }
+    return {};
+}
 
-    if (int ret = rte_eth_dev_start(port_id); ret != 0) {
-        return dpdk_error("rte_eth_dev_start", name, ret);
+// rte_eth_dev_start and the receive modes (testpmd's start_port).
+Status SwrocePort::start() {
+    if (int ret = rte_eth_dev_start(port_id_); ret != 0) {
+        return dpdk_error("rte_eth_dev_start", name_, ret);
     }
-    port.started_ = true;
-
+    started_ = true;
     // Broadcast ARP arrives without these; they matter where peers reach us at another MAC or
     // through multicast (IPv6 neighbour discovery). A VF may refuse them and still carry RoCE,
     // so a refusal is a warning, not a failed open.
-    if (int ret = rte_eth_promiscuous_enable(port_id); ret != 0 && ret != -ENOTSUP) {
-        SWROCE_LOG(WARNING, "ethdev %s refused promiscuous mode: %s", name.c_str(),
+    if (int ret = rte_eth_promiscuous_enable(port_id_); ret != 0 && ret != -ENOTSUP) {
+        SWROCE_LOG(WARNING, "ethdev %s refused promiscuous mode: %s", name_.c_str(),
                    rte_strerror(-ret));
     }
-    if (int ret = rte_eth_allmulticast_enable(port_id); ret != 0 && ret != -ENOTSUP) {
-        SWROCE_LOG(WARNING, "ethdev %s refused all-multicast mode: %s", name.c_str(),
+    if (int ret = rte_eth_allmulticast_enable(port_id_); ret != 0 && ret != -ENOTSUP) {
+        SWROCE_LOG(WARNING, "ethdev %s refused all-multicast mode: %s", name_.c_str(),
                    rte_strerror(-ret));
     }
+    return {};
+}
 
+Status SwrocePort::read_mac() {
     rte_ether_addr address{};
-    if (int ret = rte_eth_macaddr_get(port_id, &address); ret != 0) {
-        return dpdk_error("rte_eth_macaddr_get", name, ret);
+    if (int ret = rte_eth_macaddr_get(port_id_, &address); ret != 0) {
+        return dpdk_error("rte_eth_macaddr_get", name_, ret);
     }
     if (rte_is_zero_ether_addr(&address) || !rte_is_unicast_ether_addr(&address)) {
         // Ring ports (and a few other software PMDs) report 00:00:00:00:00:00. ARP cannot
         // answer for that, so the device takes a random locally administered address; where the
         // PMD cannot be told, it filters on no address either, so frames to ours still arrive.
         rte_eth_random_addr(address.addr_bytes);
-        const int ret = rte_eth_dev_default_mac_addr_set(port_id, &address);
+        const int ret = rte_eth_dev_default_mac_addr_set(port_id_, &address);
         if (ret != 0 && ret != -ENOTSUP) {
-            return dpdk_error("rte_eth_dev_default_mac_addr_set", name, ret);
+            return dpdk_error("rte_eth_dev_default_mac_addr_set", name_, ret);
         }
-        port.mac_generated_ = true;
+        mac_generated_ = true;
         char text[RTE_ETHER_ADDR_FMT_SIZE] = {};
         rte_ether_format_addr(text, sizeof(text), &address);
-        SWROCE_LOG(INFO, "ethdev %s has no MAC address; swroce uses %s%s", name.c_str(), text,
+        SWROCE_LOG(INFO, "ethdev %s has no MAC address; swroce uses %s%s", name_.c_str(), text,
                    ret == 0 ? "" : " (the PMD cannot store it)");
     }
-    std::copy(std::begin(address.addr_bytes), std::end(address.addr_bytes), port.mac_.begin());
+    std::copy(std::begin(address.addr_bytes), std::end(address.addr_bytes), mac_.begin());
+    return {};
+}
 
+// The MTU the port runs with, the link poll and the burst gate.
+Status SwrocePort::watch_link(std::optional<unsigned> ib_mtu) {
     std::uint16_t mtu = 0;
-    if (int ret = rte_eth_dev_get_mtu(port_id, &mtu); ret != 0) {
-        return dpdk_error("rte_eth_dev_get_mtu", name, ret);
+    if (int ret = rte_eth_dev_get_mtu(port_id_, &mtu); ret != 0) {
+        return dpdk_error("rte_eth_dev_get_mtu", name_, ret);
     }
-    port.ethernet_mtu_ = mtu;
+    ethernet_mtu_ = mtu;
     if (ib_mtu && mtu < ethernet_mtu_for(*ib_mtu)) {
         return Error{StatusCode::not_supported,
                      strformat("swroce: ethdev %s runs with Ethernet MTU %u after configuration; "
                                "IB MTU %u needs %u",
-                               name.c_str(), unsigned{mtu}, *ib_mtu, ethernet_mtu_for(*ib_mtu))};
+                               name_.c_str(), unsigned{mtu}, *ib_mtu, ethernet_mtu_for(*ib_mtu))};
     }
     // The fast path's view of the link starts right and is kept so from the interrupt thread.
-    port.shared_->link_up.store(ask_link_up(port_id) ? 1 : 0, std::memory_order_relaxed);
-    if (int ret = rte_eal_alarm_set(link_poll_interval_us, poll_link, port.shared_.get());
-        ret != 0) {
-        return dpdk_error("rte_eal_alarm_set (link poll)", name, ret);
+    shared_->link_up.store(ask_link_up(port_id_) ? 1 : 0, std::memory_order_relaxed);
+    if (int ret = rte_eal_alarm_set(link_poll_interval_us, poll_link, shared_.get()); ret != 0) {
+        return dpdk_error("rte_eal_alarm_set (link poll)", name_, ret);
     }
-    port.link_polled_ = true;
-    if (port.gated_) {
-        if (Status st = burst_gate::attach(port.shared_->bursts); !st.ok()) {
+    link_polled_ = true;
+    if (gated_) {
+        if (Status st = burst_gate::attach(shared_->bursts); !st.ok()) {
             SWROCE_LOG(WARNING,
                        "ethdev %s: bursts run ungated (%s): the process may fault if the "
                        "memif peer goes away while a burst is under way",
-                       name.c_str(), st.error().message().c_str());
-            port.gated_ = false;
+                       name_.c_str(), st.error().message().c_str());
+            gated_ = false;
         }
     }
-    SWROCE_LOG(DEBUG,
-               "ethdev %s (port %u): %u queue groups, %u rx / %u tx descriptors, %u mbufs "
-               "per group on socket %d, MTU %u, link %s",
-               name.c_str(), unsigned{port_id}, queue_groups, unsigned{rx_descriptors},
-               unsigned{tx_descriptors}, pool_size, socket, unsigned{mtu},
-               port.link_up() ? "up" : "down");
+    return {};
+}
+
+Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue_groups,
+                                    std::optional<unsigned> ib_mtu, int socket) {
+    const std::string name(ethdev_name);
+    if (Status st = check_open_arguments(name, queue_groups, ib_mtu); !st.ok()) {
+        return st.error();
+    }
+    // Each step leaves in `port` what it took, so an early return gives everything back.
+    SwrocePort port;
+    if (Status st = port.claim(name); !st.ok()) {
+        return st.error();
+    }
+    rte_eth_dev_info info{};
+    if (int ret = rte_eth_dev_info_get(port.port_id_, &info); ret != 0) {
+        return dpdk_error("rte_eth_dev_info_get", name, ret);
+    }
+    const PortProfile profile = port_profile_for(info);
+    port.socket_ = socket == SOCKET_ID_ANY ? rte_eth_dev_socket_id(port.port_id_) : socket;
+    if (Status st = port.check_capabilities(info, profile, queue_groups, ib_mtu); !st.ok()) {
+        return st.error();
+    }
+    if (Status st = port.configure(info, queue_groups, ib_mtu); !st.ok()) {
+        return st.error();
+    }
+    if (Status st = port.setup_queues(profile, queue_groups); !st.ok()) {
+        return st.error();
+    }
+    if (Status st = port.start(); !st.ok()) {
+        return st.error();
+    }
+    if (Status st = port.read_mac(); !st.ok()) {
+        return st.error();
+    }
+    if (Status st = port.watch_link(ib_mtu); !st.ok()) {
+        return st.error();
+    }
+    SWROCE_LOG(
+        DEBUG,
+        "ethdev %s (port %u): %u queue groups, %u rx / %u tx descriptors, %u mbufs "
+        "per group on socket %d, MTU %u, link %s",
+        name.c_str(), unsigned{port.port_id_}, queue_groups, unsigned{port.rx_descriptors_},
+        unsigned{port.tx_descriptors_},
+        mempool_size_for(port.rx_descriptors_, port.tx_descriptors_, profile.mbufs_kept_by_driver),
+        port.socket_, port.ethernet_mtu_, port.link_up() ? "up" : "down");
     return port;
 }
 

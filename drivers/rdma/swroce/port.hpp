@@ -37,6 +37,7 @@
 
 #include "arp.hpp"
 #include "burst_gate.hpp"
+#include "port_profile.hpp"
 
 namespace prdma::swroce {
 
@@ -209,6 +210,21 @@ private:
         burst_gate::leave(slot);
         return done;
     }
+
+    // open()'s steps, in order (as testpmd's init_port_config and start_port).
+    static Status check_open_arguments(const std::string& name, unsigned queue_groups,
+                                       std::optional<unsigned> ib_mtu);
+    Status claim(const std::string& name);
+    Status check_capabilities(const rte_eth_dev_info& info, const PortProfile& profile,
+                              unsigned queue_groups, std::optional<unsigned> ib_mtu);
+    [[nodiscard]] Result<unsigned> choose_mtu(const rte_eth_dev_info& info,
+                                              std::optional<unsigned> ib_mtu) const;
+    Status configure(const rte_eth_dev_info& info, unsigned queue_groups,
+                     std::optional<unsigned> ib_mtu);
+    Status setup_queues(const PortProfile& profile, unsigned queue_groups);
+    Status start();
+    Status read_mac();
+    Status watch_link(std::optional<unsigned> ib_mtu);
 
     static void poll_link(void* arg) noexcept;
     std::uint16_t drop_while_link_down(unsigned group, rte_mbuf** mbufs,
