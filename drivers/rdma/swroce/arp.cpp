@@ -6,6 +6,8 @@
 
 #include <prdma/format.hpp>
 
+#include "swroce_control.hpp"
+
 namespace prdma::swroce {
 
 namespace {
@@ -424,6 +426,58 @@ ArpPollResult ArpResolver::poll(std::uint64_t now, std::span<ArpFrame> frames,
         ++i;
     }
     return result;
+}
+
+// ---- the device's side: ARP frames in, requests and replies out, resolution finishing RTR ----
+
+void send_control_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
+                        SwroceCounters& counters) {
+    rte_mbuf* mbuf = dev.port.copy_to_mbuf(0, frame);
+    if (mbuf == nullptr) {
+        ++counters.tx_no_mbuf;
+        return;
+    }
+    // A port busy with RDMA traffic refuses it now and takes it on the next progress.
+    send_frame(dev, 0, mbuf, counters);
+}
+
+void poll_arp(SwroceDevice& dev, std::uint64_t now) {
+    std::array<ArpFrame, 8> retries;
+    std::array<std::uint32_t, 8> failed{};
+    const ArpPollResult polled = dev.arp->poll(now, retries, failed);
+    for (std::size_t i = 0; i < polled.frames; ++i) {
+        send_control_frame(dev, retries[i].view(), dev.control_counters);
+        ++dev.control_counters.arp_requests_sent;
+    }
+    for (std::size_t i = 0; i < polled.failed; ++i) {
+        ++dev.control_counters.arp_failed;
+        finish_rtr(dev, failed[i], std::nullopt);
+    }
+}
+
+bool handle_arp_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame, std::uint64_t now,
+                      SwroceCounters& counters) noexcept {
+    if (!dev.arp) {
+        return false;
+    }
+    ArpFrame reply;
+    const ArpRxResult result = dev.arp->on_frame(frame, now, reply);
+    if (result.error == ArpError::not_arp) {
+        return false;
+    }
+    if (result.error != ArpError::ok) {
+        ++counters.arp_errors[static_cast<std::size_t>(result.error) % counters.arp_errors.size()];
+        return true;
+    }
+    if (result.reply_ready) {
+        send_control_frame(dev, reply.view(), counters);
+        ++counters.arp_replies_sent;
+    }
+    if (result.resolved) {
+        ++counters.arp_resolved;
+        finish_rtr(dev, result.resolved_ip, result.resolved_mac);
+    }
+    return true;
 }
 
 } // namespace prdma::swroce

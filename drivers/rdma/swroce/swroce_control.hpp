@@ -1,0 +1,76 @@
+// swroce's control path, split by object as rxe splits rxe_qp.c and rxe_cq.c: CQs
+// (cq_control.cpp), QPs (qp_control.cpp), the requests a queue group's owner runs
+// (owner_mailbox.cpp), ARP's side of the device (arp.cpp), statistics and telemetry
+// (statistics.cpp), and the device's ops table with memory and control progress
+// (swroce_control.cpp). What one file calls in another is declared here; the driver's other files
+// see only engine.hpp and swroce_device.hpp.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <prdma/rdmadev/driver.hpp>
+
+#include "engine.hpp"
+#include "swroce_device.hpp"
+
+namespace prdma::swroce {
+
+using rdma::driver::ControlToken;
+using rdma::driver::Device;
+
+inline SwroceDevice& swroce(Device& device) {
+    return *static_cast<SwroceDevice*>(device.driver_private());
+}
+
+// ---- ARP (arp.cpp)
+
+void send_control_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
+                        SwroceCounters& counters);
+
+// ---- the owner mailbox (owner_mailbox.cpp)
+
+Error owned_elsewhere(unsigned group, const char* what);
+Error pending_on_owner(unsigned group);
+Status send_to_owner(SwroceDevice& dev, std::unique_ptr<GroupRequest> request);
+std::unique_ptr<GroupRequest> make_request(GroupWork work, unsigned group,
+                                           const ControlToken& token);
+void collect_group_requests(Device& device);
+
+// ---- CQs (cq_control.cpp)
+
+Status create_cq(Device& device, const rdma::driver::CqInit& init, const ControlToken& token,
+                 void** out);
+void erase_cq(SwroceDevice& dev, const SwroceCq* cq);
+Status destroy_cq(Device& device, void* queue, const ControlToken& token);
+
+// ---- QPs (qp_control.cpp)
+
+void publish_qp(SwroceDevice& dev, std::unique_ptr<SwroceQp>& qp) noexcept;
+Status create_qp(Device& device, const rdma::driver::QpInit& init, const ControlToken& token,
+                 rdma::driver::QpCreated& out);
+void free_qp(SwroceDevice& dev, SwroceQp* qp);
+void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, rdma::QpAttrMask mask) noexcept;
+Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, rdma::QpAttrMask mask,
+                 const ControlToken& token);
+Status destroy_qp(Device& device, void* queue, const ControlToken& token);
+std::uint32_t qp_send_psn(Device&, void* queue);
+mem::ConnectionId qp_connection(Device&, void* queue);
+void query_qp(Device&, void* queue, rdma::QpAttr& attr);
+void finish_rtr(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> mac);
+
+// ---- memory (swroce_control.cpp)
+
+void ask_for_quiescence(SwroceDevice& dev, QuiesceWait& wait);
+Status deregister_mr(Device& device, const mem::MemoryRegion&, const ControlToken& token);
+
+// ---- statistics and telemetry (statistics.cpp)
+
+void stats(Device& device, std::vector<rdma::Counter>& out);
+void qp_telemetry(Device& device, std::optional<std::uint32_t> only,
+                  std::vector<rdma::QpStatus>& out);
+
+} // namespace prdma::swroce
