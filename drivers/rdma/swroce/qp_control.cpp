@@ -19,6 +19,20 @@ namespace prdma::swroce {
 
 namespace {
 
+// Takes the pending RTRs `match` selects out of the device's list, in their order.
+template <typename Match>
+std::vector<PendingRtr> take_pending_rtr(SwroceDevice& dev, Match match) {
+    std::vector<PendingRtr> taken;
+    std::erase_if(dev.pending_rtr, [&](const PendingRtr& p) {
+        if (!match(p)) {
+            return false;
+        }
+        taken.push_back(p);
+        return true;
+    });
+    return taken;
+}
+
 // The QP's queues, each slot pointing at its room in the stores; nothing is kept for SGEs, keys or
 // inline bytes the caps do not allow.
 void make_queues(SwroceQp& qp, const rdma::QpCaps& caps) {
@@ -243,15 +257,8 @@ Status destroy_qp(Device& device, void* queue, const ControlToken& token) {
     SwroceDevice& dev = swroce(device);
     auto* qp = static_cast<SwroceQp*>(queue);
     // A pending RTR of this QP will never finish now: it ends here, before the destroy.
-    std::vector<PendingRtr> cancelled;
-    std::erase_if(dev.pending_rtr, [&](const PendingRtr& p) {
-        if (p.qp != qp) {
-            return false;
-        }
-        cancelled.push_back(p);
-        return true;
-    });
-    for (const PendingRtr& rtr : cancelled) {
+    for (const PendingRtr& rtr :
+         take_pending_rtr(dev, [qp](const PendingRtr& p) { return p.qp == qp; })) {
         rdma::driver::complete_control(device, rtr.token, StatusCode::not_connected,
                                        "the QP was destroyed before its peer's MAC was resolved");
     }
@@ -278,15 +285,8 @@ Status destroy_qp(Device& device, void* queue, const ControlToken& token) {
 
 void finish_rtr(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> mac) {
     Device& device = *rdma::driver::device(dev.id);
-    std::vector<PendingRtr> done;
-    std::erase_if(dev.pending_rtr, [&](const PendingRtr& p) {
-        if (p.ip != ip) {
-            return false;
-        }
-        done.push_back(p);
-        return true;
-    });
-    for (PendingRtr& pending : done) {
+    for (PendingRtr& pending :
+         take_pending_rtr(dev, [ip](const PendingRtr& p) { return p.ip == ip; })) {
         if (mac) {
             pending.attr.dest_mac = *mac;
             // The QP's group may have been claimed by a thread since the request started.
