@@ -216,6 +216,7 @@ Status Context::make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t re
     qp_init.caps = caps;
     qp_init.signal_all = init.signal_all;
     auto qp = std::make_unique<QpObject>();
+    qp_init.attr = &qp->attr;
     const driver::ControlToken token =
         state_->token(request_id, ControlOp::create_qp, 0, request_id != 0);
     detail::track(*state_, token, qp.get());

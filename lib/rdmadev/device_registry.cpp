@@ -234,12 +234,7 @@ void raise_event(Device& device, EventType type, std::uint8_t port, std::uint32_
             context->events.push_back(Event{type, port, qpn});
             continue;
         }
-        if (auto it = context->qps.find(qpn); it != context->qps.end()) {
-            if (type == EventType::qp_fatal) {
-                // The device moved the QP to ERR on its own: the class's copy follows.
-                it->second->attr.state = QpState::err;
-                it->second->attr.cur_state = QpState::err;
-            }
+        if (context->qps.contains(qpn)) {
             context->events.push_back(Event{type, port, qpn});
         }
     }

@@ -219,14 +219,10 @@ void finish_request(ContextState& context, const driver::ControlToken& token, St
     case ControlOp::create_qp:
         finish_create_qp(static_cast<QpObject*>(object), token, status);
         break;
-    case ControlOp::modify_qp: {
-        auto* qp = static_cast<QpObject*>(object);
-        if (status == StatusCode::ok && qp->pending_modify) {
-            driver::merge_qp_attr(qp->attr, qp->pending_modify->first, qp->pending_modify->second);
-        }
-        qp->pending_modify.reset();
+    case ControlOp::modify_qp:
+        // The driver applied it to the QP's attributes; the request it read is no longer needed.
+        static_cast<QpObject*>(object)->pending_modify.reset();
         break;
-    }
     case ControlOp::destroy_qp:
         free_qp(static_cast<QpObject*>(object));
         break;
@@ -287,10 +283,7 @@ void merge_qp_attr(QpAttr& current, const QpAttr& attr, QpAttrMask mask) {
     if (mask.has(qp_attr_max_dest_rd_atomic)) {
         current.max_dest_rd_atomic = attr.max_dest_rd_atomic;
     }
-    if (mask.has(qp_attr_state)) {
-        current.state = attr.state;
-        current.cur_state = attr.state;
-    }
+    // The state is not configuration: the driver keeps it (DeviceOps::qp_state).
 }
 
 } // namespace driver

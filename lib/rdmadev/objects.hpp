@@ -106,8 +106,9 @@ struct QpObject {
     std::uint32_t qpn = 0;
     QpType type = QpType::rc;
     QpCaps caps{};
+    // Its configuration, the one copy (driver::QpInit::attr): written by the driver only.
     QpAttr attr{};
-    // A modify that returned pending: applied when its completion arrives.
+    // The modify in flight, which the driver reads until it completes (DeviceOps::modify_qp).
     std::optional<std::pair<QpAttr, QpAttrMask>> pending_modify;
     bool creating = false;       // create returned pending
     bool handle_dropped = false; // dropped while creating: destroyed once created

@@ -163,10 +163,10 @@ ProtectionDomain::register_for_connection(const QueuePair& qp, const void* addr,
         if (dev.config.ops->qp_connection == nullptr) {
             return Error(StatusCode::not_supported, "the device has no connection-bound regions");
         }
-        // The driver's connection, not the class's copy of the state: the engine may have moved
-        // the QP to ERR on its own since the last modify.
+        // The driver's connection and state: the engine may have moved the QP to ERR on its own
+        // since the last modify.
         const mem::ConnectionId connection = dev.config.ops->qp_connection(dev, qp.qp_->driver);
-        const QpState state = qp.qp_->attr.state;
+        const QpState state = dev.config.ops->qp_state(dev, qp.qp_->driver);
         if (connection == mem::no_connection || (state != QpState::rtr && state != QpState::rts)) {
             return Error(StatusCode::not_connected,
                          strformat("QP %u is not connected (%s): seed 002 registers memory for a "

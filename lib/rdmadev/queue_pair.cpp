@@ -57,21 +57,31 @@ std::uint32_t QueuePair::qpn() const {
     return qp_ != nullptr ? qp_->qpn : 0;
 }
 QpState QueuePair::state() const {
-    // The driver's word, not the last modify's: a device moves a QP to error by itself.
-    return attributes().state;
+    if (qp_ == nullptr || qp_->creating || qp_->driver == nullptr) {
+        return QpState::reset;
+    }
+    driver::Device* dev = detail::live_device(*qp_->context);
+    if (dev == nullptr) {
+        return QpState::err; // its device is gone, and every QP on it with it
+    }
+    return dev->config.ops->qp_state(*dev, qp_->driver);
 }
 bool QueuePair::ready() const noexcept {
     return qp_ != nullptr && !qp_->creating && qp_->driver != nullptr;
 }
-QpAttr QueuePair::attributes() const {
+Result<QpAttr> QueuePair::attributes() const {
     if (qp_ == nullptr) {
-        return {};
+        return Error(StatusCode::invalid_parameter, "the QP is not created");
+    }
+    if (qp_->pending_modify) {
+        // The device may be writing them this moment, on the lcore that drives the QP.
+        return Error(
+            StatusCode::busy,
+            strformat("QP %u has a modify pending; poll_control until it completes", qp_->qpn));
     }
     QpAttr attr = qp_->attr;
-    if (driver::Device* dev = detail::live_device(*qp_->context);
-        dev != nullptr && qp_->driver != nullptr) {
-        dev->config.ops->query_qp(*dev, qp_->driver, attr);
-    }
+    attr.state = state();
+    attr.cur_state = attr.state;
     return attr;
 }
 const QpCaps& QueuePair::caps() const {
@@ -150,16 +160,14 @@ Status QueuePair::modify(const QpAttr& attr, QpAttrMask mask, std::uint64_t requ
     }
     detail::ContextState& context = *qp_->context;
     const driver::ControlToken token = context.token(request_id, ControlOp::modify_qp, qp_->qpn);
-    qp_->pending_modify.emplace(attr, mask);
+    // The driver reads the request until it completes: it lives here, not in the caller's frame.
+    const auto& [request, _] = qp_->pending_modify.emplace(attr, mask);
     detail::track(context, token, qp_);
-    Status status = dev->config.ops->modify_qp(*dev, qp_->driver, attr, mask, token);
+    Status status = dev->config.ops->modify_qp(*dev, qp_->driver, request, mask, token);
     if (status.code() == StatusCode::pending) {
-        return status; // applied to the class's attributes when it completes
+        return status;
     }
     detail::untrack(context, token);
-    if (status.ok()) {
-        driver::merge_qp_attr(qp_->attr, attr, mask);
-    }
     qp_->pending_modify.reset();
     return status;
 }

@@ -26,8 +26,8 @@ void advance(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
     req.acked_psn = psn;
     skip_acknowledged(qp);
     req.probing = false;
-    req.retries_left = qp.attr.retry_cnt;
-    req.rnr_retries_left = qp.attr.rnr_retry;
+    req.retries_left = qp.attr->retry_cnt;
+    req.rnr_retries_left = qp.attr->rnr_retry;
     arm_timer(qp, now);
     if (req.timing && !roce::psn_after(req.timed_psn, psn)) {
         const std::uint64_t sample = now - req.timed_tsc;
@@ -240,7 +240,7 @@ void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) n
     switch (type) {
     case roce::AethClass::rnr_nak:
         acknowledge(qp, roce::psn_sub(psn, 1), now);
-        if (qp.attr.rnr_retry != 7 && qp.req.rnr_retries_left-- <= 0) {
+        if (qp.attr->rnr_retry != 7 && qp.req.rnr_retries_left-- <= 0) {
             fail_qp(qp, rdma::WcStatus::rnr_retry_exceeded);
             return;
         }

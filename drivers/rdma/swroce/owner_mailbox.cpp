@@ -119,7 +119,7 @@ void run_group_requests(SwroceDevice& dev, unsigned group) noexcept {
             publish_qp(dev, request.qp_storage);
             break;
         case GroupWork::modify_qp:
-            apply_modify(*request.qp, request.attr, request.mask);
+            apply_modify(*request.qp, request.modify);
             break;
         case GroupWork::destroy_qp: {
             SwroceQp& qp = *request.qp;

@@ -1,6 +1,7 @@
 // An swroce RC queue pair: its send and receive queues, its CQs, and the state each engine role
 // keeps on it (requester, completer, retransmission, responder). Every field has one owner role
-// and one copy; the QP's state and its peer's MAC live in `attr`, where modify_qp puts them.
+// and one copy. Its configuration (the peer's GID, MAC and QPN, timers, limits) is the class's
+// block (QpInit::attr), written here only by apply_modify; its state is a runtime fact of its own.
 // Internal to the driver.
 #pragma once
 
@@ -269,7 +270,9 @@ struct SwroceQp {
     std::uint16_t queue_group = 0;
     rdma::QpCaps caps{};
     bool signal_all = false;
-    rdma::QpAttr attr{}; // the QP's state, its peer (GID, MAC, QPN), timers and limits
+    // Its peer (GID, MAC, QPN), timers and limits: the class's block (QpInit::attr), written
+    // only by apply_modify on whoever drives the group.
+    rdma::QpAttr* attr = nullptr;
     // The Ethernet, IP and UDP headers of its frames, from `attr` (refresh_tx_headers).
     roce::HeaderTemplate tx_headers;
     PrebuiltFrame ack_frame;     // from tx_headers (refresh_tx_headers)
@@ -288,17 +291,21 @@ struct SwroceQp {
     // posting thread, cleared by the engine before it looks at the queues).
     std::atomic<bool> rung{false};
     bool error_reported = false; // qp_fatal / last_wqe_reached recorded for this entry into ERR
+    // Written by whoever drives the group (a modify, the engine's own move to ERR) and read by
+    // control threads (DeviceOps::qp_state): relaxed, a plain load and store on the data path.
+    std::atomic<rdma::QpState> current_state{rdma::QpState::reset};
 
-    [[nodiscard]] rdma::QpState state() const noexcept { return attr.state; }
+    [[nodiscard]] rdma::QpState state() const noexcept {
+        return current_state.load(std::memory_order_relaxed);
+    }
     void set_state(rdma::QpState state) noexcept {
-        attr.state = state;
-        attr.cur_state = state;
+        current_state.store(state, std::memory_order_relaxed);
         if (state == rdma::QpState::err || state == rdma::QpState::reset) {
             connection = mem::no_connection; // its bound regions are unusable from now on
         }
     }
-    [[nodiscard]] bool has_peer_mac() const noexcept { return attr.dest_mac.has_value(); }
-    [[nodiscard]] std::uint32_t mtu() const noexcept { return rdma::mtu_bytes(attr.path_mtu); }
+    [[nodiscard]] bool has_peer_mac() const noexcept { return attr->dest_mac.has_value(); }
+    [[nodiscard]] std::uint32_t mtu() const noexcept { return rdma::mtu_bytes(attr->path_mtu); }
 };
 
 } // namespace prdma::swroce

@@ -75,16 +75,15 @@ void make_queues(SwroceQp& qp, const rdma::QpCaps& caps) {
 
 // Applies a modify now when this thread may drive the QP's group (ok), or sends it to the owner
 // (pending; the owner's completion carries `token`).
-Status apply_or_send_modify(SwroceDevice& dev, SwroceQp& qp, const rdma::QpAttr& attr,
-                            rdma::QpAttrMask mask, const ControlToken& token) {
+Status apply_or_send_modify(SwroceDevice& dev, SwroceQp& qp, const QpModify& modify,
+                            const ControlToken& token) {
     if (const GroupHold hold(dev, qp.queue_group); hold) {
-        apply_modify(qp, attr, mask);
+        apply_modify(qp, modify);
         return {};
     }
     auto request = make_request(GroupWork::modify_qp, qp.queue_group, token);
     request->qp = &qp;
-    request->attr = attr;
-    request->mask = mask;
+    request->modify = modify;
     if (Status sent = send_to_owner(dev, std::move(request)); !sent.ok()) {
         return sent;
     }
@@ -112,6 +111,9 @@ Status create_qp(Device& device, const rdma::driver::QpInit& init, const Control
                      strformat("all %u QPs of queue group %u of %s are in use", dev.qps_per_group,
                                group, dev.name.c_str()));
     }
+    if (init.attr == nullptr) {
+        return Error(StatusCode::invalid_parameter, "create_qp needs the QP's attribute block");
+    }
     const GroupHold hold(dev, group); // kept until the QP is in its slot
     const bool owned_by_other = !hold;
     if (owned_by_other && !token.may_pend) {
@@ -126,6 +128,7 @@ Status create_qp(Device& device, const rdma::driver::QpInit& init, const Control
     qp->queue_group = init.queue_group;
     qp->caps = init.caps;
     qp->signal_all = init.signal_all;
+    qp->attr = init.attr;
     make_queues(*qp, init.caps);
     const rdma::driver::QpCreated created{qp.get(), qp->qpn};
     if (owned_by_other) {
@@ -163,17 +166,23 @@ void free_qp(SwroceDevice& dev, SwroceQp* qp) {
 
 // Applies a checked modify (the class verified the transition and the mask); run by whoever
 // drives the QP's group. No allocation: an owner runs it between bursts.
-void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, rdma::QpAttrMask mask) noexcept {
+void apply_modify(SwroceQp& qp, const QpModify& modify) noexcept {
+    const rdma::QpAttr& attr = *modify.attr;
+    const rdma::QpAttrMask mask = modify.mask;
     // A modify that names the peer without its MAC keeps the one ARP or an earlier modify found.
-    const std::optional<std::array<std::uint8_t, 6>> known_mac = qp.attr.dest_mac;
+    const std::optional<MacAddress> known_mac = qp.attr->dest_mac;
     const rdma::QpState was = qp.state();
-    rdma::driver::merge_qp_attr(qp.attr, attr, mask);
-    qp.set_state(qp.attr.state);
+    rdma::driver::merge_qp_attr(*qp.attr, attr, mask);
+    if (mask.has(rdma::qp_attr_state)) {
+        qp.set_state(attr.state);
+    }
     if (was == rdma::QpState::init && qp.state() == rdma::QpState::rtr) {
         qp.connection = qp.device->last_connection.fetch_add(1, std::memory_order_relaxed) + 1;
     }
-    if (!qp.attr.dest_mac) {
-        qp.attr.dest_mac = known_mac;
+    if (modify.resolved_mac) {
+        qp.attr->dest_mac = modify.resolved_mac;
+    } else if (!qp.attr->dest_mac) {
+        qp.attr->dest_mac = known_mac;
     }
     refresh_tx_headers(qp);
     if (mask.has(rdma::qp_attr_sq_psn)) {
@@ -200,7 +209,7 @@ void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, rdma::QpAttrMask mask)
         // RESET forgets queued work without completing it (IBTA 10.3.1).
         qp.receive_queue.clear();
         qp.send_queue.clear();
-        qp.attr.dest_mac.reset();
+        qp.attr->dest_mac.reset();
         // Nothing of the old connection survives: no restart point, no responder resource a
         // duplicate of an old request could be answered from.
         qp.req = RequesterState{};
@@ -228,9 +237,7 @@ Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, rdma::Qp
         const std::uint32_t ip = attr.dest_gid.ipv4_host_order();
         const std::uint64_t now = rte_get_tsc_cycles();
         if (auto mac = dev.arp->lookup(ip, now)) {
-            rdma::QpAttr resolved = attr;
-            resolved.dest_mac = *mac;
-            return apply_or_send_modify(dev, qp, resolved, mask, token);
+            return apply_or_send_modify(dev, qp, QpModify{&attr, mask, *mac}, token);
         }
         ArpFrame frame;
         switch (dev.arp->request(ip, now, frame)) {
@@ -247,10 +254,10 @@ Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, rdma::Qp
             return Error(StatusCode::invalid_parameter,
                          "the destination GID is not a unicast IPv4 peer address");
         }
-        dev.pending_rtr.push_back(PendingRtr{&qp, token, ip, attr, mask});
+        dev.pending_rtr.push_back(PendingRtr{&qp, token, ip, QpModify{&attr, mask, {}}});
         return Error(StatusCode::pending, "resolving the peer's MAC address with ARP");
     }
-    return apply_or_send_modify(dev, qp, attr, mask, token);
+    return apply_or_send_modify(dev, qp, QpModify{&attr, mask, {}}, token);
 }
 
 Status destroy_qp(Device& device, void* queue, const ControlToken& token) {
@@ -288,10 +295,9 @@ void finish_rtr(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> m
     for (PendingRtr& pending :
          take_pending_rtr(dev, [ip](const PendingRtr& p) { return p.ip == ip; })) {
         if (mac) {
-            pending.attr.dest_mac = *mac;
+            pending.modify.resolved_mac = *mac;
             // The QP's group may have been claimed by a thread since the request started.
-            Status applied =
-                apply_or_send_modify(dev, *pending.qp, pending.attr, pending.mask, pending.token);
+            Status applied = apply_or_send_modify(dev, *pending.qp, pending.modify, pending.token);
             if (applied.code() != StatusCode::pending) {
                 rdma::driver::complete_control(device, pending.token, applied.code(),
                                                applied.ok() ? std::string()
@@ -317,13 +323,8 @@ mem::ConnectionId qp_connection(Device&, void* queue) {
     return static_cast<SwroceQp*>(queue)->connection;
 }
 
-void query_qp(Device&, void* queue, rdma::QpAttr& attr) {
-    const auto& qp = *static_cast<const SwroceQp*>(queue);
-    // The engine moves a QP to ERR on its own (an error NAK, retries exhausted, a bad WR).
-    attr.state = qp.state();
-    attr.cur_state = qp.state();
-    attr.dest_mac = qp.attr.dest_mac;
-    attr.sq_psn = qp.req.send_psn;
+rdma::QpState qp_state(Device&, void* queue) {
+    return static_cast<const SwroceQp*>(queue)->state();
 }
 
 } // namespace prdma::swroce

@@ -332,7 +332,8 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
         if (reads > 0 && wqe.wr.flags.any_of(rdma::send_fence | rdma::send_read_fence)) {
             return;
         }
-        if (wqe.is_read_or_atomic() && reads >= std::max<std::uint32_t>(qp.attr.max_rd_atomic, 1)) {
+        if (wqe.is_read_or_atomic() &&
+            reads >= std::max<std::uint32_t>(qp.attr->max_rd_atomic, 1)) {
             return;
         }
         if (!send_packets(qp, wqe, tx, now)) {

@@ -83,7 +83,7 @@ void refuse(SwroceQp& qp, const Request& r, ResponderError reason, roce::NakCode
 
 void receiver_not_ready(SwroceQp& qp, const Request& r) noexcept {
     count(qp, ResponderError::receiver_not_ready);
-    queue_ack(qp, r.psn, roce::rnr_nak_syndrome(qp.attr.min_rnr_timer));
+    queue_ack(qp, r.psn, roce::rnr_nak_syndrome(qp.attr->min_rnr_timer));
     count_event(qp, &QpCounters::naks_sent, &SwroceCounters::naks_sent);
 }
 
@@ -240,7 +240,7 @@ bool check_resources(SwroceQp& qp, const Request& r) noexcept {
 // Checks an rkey for `access` over [va, va + length); false (NAKed) when refused.
 bool check_rkey(SwroceQp& qp, const Request& r, mem::MemoryKey rkey, mem::AccessFlags access,
                 std::uint64_t va, std::uint32_t length, const mem::KeyEntry** entry) noexcept {
-    if (!qp.attr.access.any_of(access)) {
+    if (!qp.attr->access.any_of(access)) {
         refuse(qp, r, ResponderError::qp_access, roce::NakCode::remote_access_error);
         return false;
     }
@@ -297,7 +297,7 @@ void complete_receive(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint32_
     wc.opcode = opcode;
     wc.byte_len = byte_len;
     wc.qpn = qp.qpn;
-    wc.src_qpn = qp.attr.dest_qpn;
+    wc.src_qpn = qp.attr->dest_qpn;
     if (status == rdma::WcStatus::success && frame.has(roce::ExtHeader::immdt)) {
         wc.flags |= rdma::wc_with_imm;
         wc.imm_or_invalidated = frame.immediate;

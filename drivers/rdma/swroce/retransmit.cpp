@@ -25,10 +25,10 @@ std::uint64_t restart_guard(const SwroceQp& qp) noexcept {
 // IBTA: transport timer 4.096 us x 2^timeout; 0 means infinite. Every ACK re-arms it: a shift,
 // not the floating-point product it was (2 % of a WRITE's round trip).
 std::uint64_t transport_timeout_cycles(const SwroceQp& qp) noexcept {
-    if (qp.attr.timeout == 0) {
+    if (qp.attr->timeout == 0) {
         return 0;
     }
-    return qp.device->timer_unit_cycles << std::min<unsigned>(qp.attr.timeout, 31);
+    return qp.device->timer_unit_cycles << std::min<unsigned>(qp.attr->timeout, 31);
 }
 
 // IBTA RNR NAK timer codes (table 45), in microseconds; code 0 is 655.36 ms.

@@ -18,7 +18,7 @@ namespace {
 // Whether a frame comes from the QP's connected peer: its source address is the peer's GID (an
 // IPv4 source as the IPv4-mapped GID).
 bool from_peer(const SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
-    const auto& gid = qp.attr.dest_gid.raw;
+    const auto& gid = qp.attr->dest_gid.raw;
     if (frame.ip_version == roce::IpVersion::ipv6) {
         return std::equal(gid.begin(), gid.end(), frame.ipv6.src.begin());
     }

@@ -69,7 +69,7 @@ rdma::QpStatus status_of(const SwroceQp& qp) {
     return {.qpn = qp.qpn,
             .state = qp.state(),
             .queue_group = qp.queue_group,
-            .dest_qpn = qp.attr.dest_qpn,
+            .dest_qpn = qp.attr->dest_qpn,
             .send_psn = qp.req.send_psn,
             .acked_psn = qp.req.acked_psn,
             .expected_psn = qp.resp.expected_psn,

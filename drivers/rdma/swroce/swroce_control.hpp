@@ -53,13 +53,13 @@ void publish_qp(SwroceDevice& dev, std::unique_ptr<SwroceQp>& qp) noexcept;
 Status create_qp(Device& device, const rdma::driver::QpInit& init, const ControlToken& token,
                  rdma::driver::QpCreated& out);
 void free_qp(SwroceDevice& dev, SwroceQp* qp);
-void apply_modify(SwroceQp& qp, const rdma::QpAttr& attr, rdma::QpAttrMask mask) noexcept;
+void apply_modify(SwroceQp& qp, const QpModify& modify) noexcept;
 Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, rdma::QpAttrMask mask,
                  const ControlToken& token);
 Status destroy_qp(Device& device, void* queue, const ControlToken& token);
 std::uint32_t qp_send_psn(Device&, void* queue);
 mem::ConnectionId qp_connection(Device&, void* queue);
-void query_qp(Device&, void* queue, rdma::QpAttr& attr);
+rdma::QpState qp_state(Device&, void* queue);
 void finish_rtr(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> mac);
 
 // ---- memory (swroce_control.cpp)

@@ -27,12 +27,19 @@ struct rte_pcapng;
 
 namespace prdma::swroce {
 
+// A modify on its way to the QP: the class's request, which stays valid until the modify
+// completes (DeviceOps::modify_qp), and the peer's MAC when swroce resolved it with ARP.
+struct QpModify {
+    const rdma::QpAttr* attr = nullptr;
+    rdma::QpAttrMask mask;
+    std::optional<MacAddress> resolved_mac;
+};
+
 struct PendingRtr {
     SwroceQp* qp = nullptr;
     rdma::driver::ControlToken token;
     std::uint32_t ip = 0;
-    rdma::QpAttr attr;
-    rdma::QpAttrMask mask;
+    QpModify modify;
 };
 
 struct PendingDestroy {
@@ -50,7 +57,7 @@ enum class GroupWork : std::uint8_t {
     create_cq,  // nothing to publish: the hop orders the CQ's first use with its creation
     destroy_cq, // nothing to unpublish: the hop orders its freeing after the owner's last touch
     create_qp,  // the owner moves `qp_storage` into its QP table slot
-    modify_qp,  // the owner applies `attr`/`mask` to `qp`
+    modify_qp,  // the owner applies `modify` to `qp`
     destroy_qp, // the owner flushes `qp` and moves it out of its slot into `qp_storage`
     quiesce,    // nothing: coming back proves the owner finished the burst it was in (MR free)
 };
@@ -64,8 +71,7 @@ struct GroupRequest {
     SwroceCq* cq = nullptr;
     SwroceQp* qp = nullptr;
     std::unique_ptr<SwroceQp> qp_storage;
-    rdma::QpAttr attr{};
-    rdma::QpAttrMask mask;
+    QpModify modify;
     QuiesceWait* wait = nullptr;
 };
 

@@ -38,21 +38,21 @@ namespace {
 roce::FrameHeaders peer_headers(const SwroceQp& qp) noexcept {
     const SwroceDevice& dev = *qp.device;
     roce::FrameHeaders h;
-    h.eth.dst = *qp.attr.dest_mac;
+    h.eth.dst = *qp.attr->dest_mac;
     h.eth.src = dev.port.mac();
     if (dev.args.ip.is_v4) {
         h.ip_version = roce::IpVersion::ipv4;
         h.ipv4.src = dev.args.ip.ipv4_host_order();
-        h.ipv4.dst = qp.attr.dest_gid.ipv4_host_order();
+        h.ipv4.dst = qp.attr->dest_gid.ipv4_host_order();
     } else {
         h.eth.ether_type = roce::ethertype_ipv6;
         h.ip_version = roce::IpVersion::ipv6;
         std::copy(dev.args.ip.bytes.begin(), dev.args.ip.bytes.end(), h.ipv6.src.begin());
-        std::copy(qp.attr.dest_gid.raw.begin(), qp.attr.dest_gid.raw.end(), h.ipv6.dst.begin());
+        std::copy(qp.attr->dest_gid.raw.begin(), qp.attr->dest_gid.raw.end(), h.ipv6.dst.begin());
     }
     // Per-QP source port: ECMP entropy, as rxe and RoCE NICs spread flows.
     h.udp_src_port = static_cast<std::uint16_t>(0xc000U | (qp.qpn & 0x3fffU));
-    h.bth.dest_qp = qp.attr.dest_qpn;
+    h.bth.dest_qp = qp.attr->dest_qpn;
     return h;
 }
 
@@ -63,7 +63,7 @@ roce::TransportHeaders headers_for(const SwroceQp& qp, roce::Opcode opcode,
     // Ethernet, IP and UDP come from the QP's template (emit): only the BTH is filled here.
     roce::TransportHeaders h;
     h.bth.opcode = opcode;
-    h.bth.dest_qp = qp.attr.dest_qpn;
+    h.bth.dest_qp = qp.attr->dest_qpn;
     h.bth.psn = psn & roce::psn_mask;
     return h;
 }
@@ -171,7 +171,7 @@ bool emit_request(SwroceQp& qp, TxBatch& tx, const SendWqe& wqe,
     bth.opcode = packet.opcode;
     bth.solicited = packet.solicited;
     bth.pad_count = layout.pad_count;
-    bth.dest_qp = qp.attr.dest_qpn;
+    bth.dest_qp = qp.attr->dest_qpn;
     bth.ack_req = packet.ack_req;
     bth.psn = packet.psn & roce::psn_mask;
     roce::encode_bth(bth, {ib, roce::bth_size});
@@ -207,7 +207,7 @@ bool emit_ack(SwroceQp& qp, TxBatch& tx, std::uint32_t psn, const roce::Aeth& ae
     std::uint8_t* bth = frame + ack.layout.payload_offset - roce::bth_size - roce::aeth_size;
     roce::Bth header;
     header.opcode = roce::Opcode::rc_acknowledge;
-    header.dest_qp = qp.attr.dest_qpn;
+    header.dest_qp = qp.attr->dest_qpn;
     header.psn = psn & roce::psn_mask;
     roce::encode_bth(header, {bth, roce::bth_size});
     roce::encode_aeth(aeth, {bth + roce::bth_size, roce::aeth_size});

@@ -51,6 +51,12 @@ struct QpInit {
     std::uint16_t queue_group = 0;
     QpCaps caps{};
     bool signal_all = false;
+    // The QP's configuration, one copy shared by the class and the driver as ethdev and its PMDs
+    // share rte_eth_dev_data: the class allocates it with the QP and keeps it until the driver
+    // has destroyed the QP. Only the driver writes it, when it applies a modify on whoever drives
+    // the QP's group; the class reads it when no modify of the QP is in flight. Its state fields
+    // are not kept: the state is a runtime fact (DeviceOps::qp_state).
+    QpAttr* attr = nullptr;
 };
 
 struct QpCreated {
@@ -86,7 +92,9 @@ struct DeviceOps {
     Status (*destroy_cq)(Device& device, void* cq, const ControlToken& token);
     Status (*create_qp)(Device& device, const QpInit& init, const ControlToken& token,
                         QpCreated& out);
-    // The class has checked the transition and the mask; the driver applies it.
+    // The class has checked the transition and the mask; the driver applies it to the QP's
+    // QpInit::attr. `attr` stays valid until the modify completes: a driver that pends keeps a
+    // pointer, not a copy.
     Status (*modify_qp)(Device& device, void* qp, const QpAttr& attr, QpAttrMask mask,
                         const ControlToken& token);
     // Pending while the QP still has work in flight; the driver flushes and completes.
@@ -112,9 +120,10 @@ struct DeviceOps {
     // the device checks on every use of its keys. Null: the device has no connection-bound
     // regions and register_for_connection fails with not_supported.
     mem::ConnectionId (*qp_connection)(Device& device, void* qp);
-    // What the driver knows beyond what it was given (a MAC it resolved, its current PSNs);
-    // called on the class's copy of the attributes.
-    void (*query_qp)(Device& device, void* qp, QpAttr& attr);
+    // The QP's state now: the driver's alone, since a device moves a QP to ERR by itself (an
+    // error NAK, retries exhausted, a bad WR). Read from any control thread while the data path
+    // runs.
+    QpState (*qp_state)(Device& device, void* qp);
     // The device is going away (vdev remove): stop the port, free every driver object. Requests
     // still pending are not completed by the driver; the class fails them with device_removed.
     void (*close)(Device& device);
@@ -169,8 +178,8 @@ using VdevProbe = int (*)(rte_device* device, const char* name, const char* args
 using VdevRemove = int (*)(rte_device* device, const char* name);
 void register_vdev_driver(const char* name, VdevProbe probe, VdevRemove remove);
 
-// Applies the fields `mask` names from `attr` to `current` (what modify_qp means); the class uses
-// it for its copy, a driver for its own.
+// Applies the fields `mask` names from `attr` to `current` (what modify_qp means): a driver to the
+// QP's QpInit::attr. The state fields are left alone (DeviceOps::qp_state).
 void merge_qp_attr(QpAttr& current, const QpAttr& attr, QpAttrMask mask);
 
 // Why a probe failed, for create_device() to return (EAL only sees an errno).

@@ -343,10 +343,12 @@ public:
     ~QueuePair();
 
     [[nodiscard]] std::uint32_t qpn() const;
-    // The state modify() set, or ERR once the device's qp_fatal event has been polled (poll_events
-    // or poll_control).
+    // The state now, as the device sees it: ERR as soon as the engine moves the QP there by itself
+    // (as ibv_query_qp answers), RESET before it is created, ERR once its device is gone.
     [[nodiscard]] QpState state() const;
-    [[nodiscard]] QpAttr attributes() const;
+    // What modify() configured (the PSNs it was given: query_status has the current ones) and the
+    // state now; busy while a modify of the QP is pending.
+    [[nodiscard]] Result<QpAttr> attributes() const;
     [[nodiscard]] const QpCaps& caps() const;
     // Its sequence numbers, retries and retransmissions as the device sees them now.
     // not_supported when the driver does not report them; device_removed once it is gone.

@@ -50,9 +50,8 @@ void expect_failure(Session& s, const SendWr& bad, WcStatus status, const std::s
     const WorkCompletion flushed = wait_completion(s);
     expect(flushed.wr_id == 2, what + ": the second completion is not the WR behind it");
     expect_status(flushed, WcStatus::wr_flush_error, what + ", the WR behind it");
-    expect(s.qp.attributes().state == QpState::err,
-           what + ": the QP reports " + std::string(qp_state_name(s.qp.attributes().state)) +
-               ", not err");
+    expect(s.qp.state() == QpState::err,
+           what + ": the QP reports " + std::string(qp_state_name(s.qp.state())) + ", not err");
     SendWr after = wr_for(s, WrOpcode::send, 0, 8);
     after.wr_id = 3;
     post(s, after);

@@ -763,7 +763,7 @@ TEST_P(Conformance, QpStateMachineOnTheDevice) {
     rtr.rq_psn = 100;
     ASSERT_TRUE(qp.modify(rtr, rtr_mask).ok()) << "a known MAC needs no resolution";
     EXPECT_EQ(qp.state(), QpState::rtr);
-    EXPECT_EQ(qp.attributes().dest_qpn, 0x123U);
+    EXPECT_EQ(qp.attributes().value().dest_qpn, 0x123U);
 
     QpAttr to_rts;
     to_rts.state = QpState::rts;
@@ -776,7 +776,7 @@ TEST_P(Conformance, QpStateMachineOnTheDevice) {
                                       qp_attr_retry_cnt | qp_attr_rnr_retry | qp_attr_max_rd_atomic)
                     .ok());
     EXPECT_EQ(qp.state(), QpState::rts);
-    EXPECT_EQ(qp.attributes().sq_psn, 555U);
+    EXPECT_EQ(qp.attributes().value().sq_psn, 555U);
 
     QpAttr cur;
     cur.cur_state = QpState::init;
@@ -835,6 +835,8 @@ TEST_P(Conformance, RtrIsPendingWhileThePeersAddressIsResolved) {
     EXPECT_EQ(objects.qp.state(), QpState::init) << "nothing changes until it completes";
     EXPECT_EQ(objects.qp.modify(rtr_attr(pair_->gid_b(), 0x77), rtr_mask).code(), StatusCode::busy)
         << "one control request per QP at a time";
+    EXPECT_EQ(objects.qp.attributes().code(), StatusCode::busy)
+        << "the device may be writing them: they are read once the modify completes";
 
     const auto done = wait_control(context, peer, std::chrono::seconds(5));
     ASSERT_TRUE(done.has_value()) << "the pending modify never completed";
@@ -843,7 +845,11 @@ TEST_P(Conformance, RtrIsPendingWhileThePeersAddressIsResolved) {
     EXPECT_EQ(done->status, StatusCode::ok) << done->message;
     EXPECT_EQ(done->qpn, objects.qp.qpn());
     EXPECT_EQ(objects.qp.state(), QpState::rtr);
-    const QpAttr attr = objects.qp.attributes();
+    const Result<QpAttr> queried = objects.qp.attributes();
+    ASSERT_TRUE(queried.ok()) << queried.error().message();
+    const QpAttr& attr = queried.value();
+    EXPECT_EQ(attr.state, QpState::rtr);
+    EXPECT_EQ(attr.dest_qpn, 0x77U) << "the request the driver applied, kept once";
     ASSERT_TRUE(attr.dest_mac.has_value()) << "the resolved MAC is part of the QP now";
 
     // The peer's port MAC is what was resolved.

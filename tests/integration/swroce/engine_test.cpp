@@ -616,7 +616,7 @@ TEST_F(EngineTest, TheQpReportsTheErrorStateTheEngineMovedItTo) {
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::remote_access_error);
     EXPECT_EQ(a_->qp.state(), QpState::err);
-    EXPECT_EQ(a_->qp.attributes().state, QpState::err);
+    EXPECT_EQ(a_->qp.attributes().value().state, QpState::err);
     QpAttr attr;
     attr.timeout = 12;
     EXPECT_EQ(a_->qp.modify(attr, qp_attr_timeout).code(), StatusCode::invalid_parameter)

@@ -459,7 +459,7 @@ TEST_F(CompleterRoleTest, ResponsesBeyondTheMapAreAskedForOnceItMovesOn) {
 // its resources in order, and a new READ would take the one our request needs answered from.
 TEST_F(ReadCompleterTest, ReadsAnsweredBehindAWaitingOneStillCountAgainstMaxRdAtomic) {
     const std::uint64_t now = tsc();
-    ASSERT_EQ(qp().attr.max_rd_atomic, 4U);
+    ASSERT_EQ(qp().attr->max_rd_atomic, 4U);
     for (std::uint64_t wr_id = 2; wr_id <= 5; ++wr_id) {
         post_deferred(read_wr(wr_id, wr_id * 4096, 100, peer_va + wr_id * 0x1000));
     }

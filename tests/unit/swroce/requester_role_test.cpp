@@ -156,7 +156,7 @@ TEST_F(RequesterRoleTest, TheSendWindowCapsThePacketsInFlight) {
 }
 
 TEST_F(RequesterRoleTest, MaxRdAtomicCapsTheReadsOutstanding) {
-    const std::uint32_t limit = qp().attr.max_rd_atomic;
+    const std::uint32_t limit = qp().attr->max_rd_atomic;
     ASSERT_GT(limit, 0U);
     for (std::uint32_t i = 0; i < limit + 2; ++i) {
         post_deferred(read_wr(i + 1, std::size_t{i} * 1024, 100, 0x80000 + i * 0x1000));

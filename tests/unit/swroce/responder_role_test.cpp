@@ -262,7 +262,7 @@ TEST_F(ResponderRoleTest, AWriteWithImmediateWithoutAReceiveIsAnRnrNakThatWrites
     EXPECT_FALSE(qp().resp.error_after_nak) << "RNR is retried, not fatal";
     const SentFrames nak = owed_ack();
     ASSERT_EQ(nak.size(), 1U);
-    expect_ack(nak[0], rq_psn, roce::rnr_nak_syndrome(qp().attr.min_rnr_timer));
+    expect_ack(nak[0], rq_psn, roce::rnr_nak_syndrome(qp().attr->min_rnr_timer));
 }
 
 TEST_F(ResponderRoleTest, AReadRequestIsAnsweredWithTheRegionsBytesOneMtuAPacket) {
