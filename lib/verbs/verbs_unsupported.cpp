@@ -1,0 +1,190 @@
+// Every other exported verb that takes a context or one of its objects. libibverbs' own versions
+// reach the provider through the context's private part, which a shim context does not have, so
+// each is defined here: what the shim does not do yet fails as verbs fails (NULL or an error
+// number, errno EOPNOTSUPP) with one line naming the verb, never a crash. The data-path ops of the
+// context refuse the same way.
+#include <cerrno>
+
+#include "verbs_shim.hpp"
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+namespace prdma::verbs {
+namespace {
+
+constexpr const char* not_yet = "not supported by libprdma-verbs in this version";
+
+template <typename T>
+T* refuse_object(const char* verb) {
+    refuse(verb, EOPNOTSUPP, not_yet);
+    return nullptr;
+}
+
+int refuse_call(const char* verb) {
+    refuse(verb, EOPNOTSUPP, not_yet);
+    return EOPNOTSUPP;
+}
+
+int poll_cq_op(ibv_cq*, int, ibv_wc*) {
+    return -refuse_call("ibv_poll_cq");
+}
+int req_notify_cq_op(ibv_cq*, int) {
+    return refuse_call("ibv_req_notify_cq");
+}
+int post_send_op(ibv_qp*, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+    *bad_wr = wr;
+    return refuse_call("ibv_post_send");
+}
+int post_recv_op(ibv_qp*, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    *bad_wr = wr;
+    return refuse_call("ibv_post_recv");
+}
+int post_srq_recv_op(ibv_srq*, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    *bad_wr = wr;
+    return refuse_call("ibv_post_srq_recv");
+}
+ibv_mw* alloc_mw_op(ibv_pd*, ibv_mw_type) {
+    return refuse_object<ibv_mw>("ibv_alloc_mw");
+}
+int bind_mw_op(ibv_qp*, ibv_mw*, ibv_mw_bind*) {
+    return refuse_call("ibv_bind_mw");
+}
+int dealloc_mw_op(ibv_mw*) {
+    return refuse_call("ibv_dealloc_mw");
+}
+
+} // namespace
+
+void set_context_ops(ShimContext& shim) {
+    ibv_context_ops& ops = shim.vctx.context.ops;
+    ops.poll_cq = poll_cq_op;
+    ops.req_notify_cq = req_notify_cq_op;
+    ops.post_send = post_send_op;
+    ops.post_recv = post_recv_op;
+    ops.post_srq_recv = post_srq_recv_op;
+    ops.alloc_mw = alloc_mw_op;
+    ops.bind_mw = bind_mw_op;
+    ops.dealloc_mw = dealloc_mw_op;
+}
+
+} // namespace prdma::verbs
+
+using prdma::verbs::refuse_call;
+using prdma::verbs::refuse_object;
+
+extern "C" {
+
+ibv_pd* ibv_alloc_pd(ibv_context*) {
+    return refuse_object<ibv_pd>("ibv_alloc_pd");
+}
+int ibv_dealloc_pd(ibv_pd*) {
+    return refuse_call("ibv_dealloc_pd");
+}
+ibv_mr* ibv_reg_mr(ibv_pd*, void*, size_t, int) {
+    return refuse_object<ibv_mr>("ibv_reg_mr");
+}
+ibv_mr* ibv_reg_mr_iova(ibv_pd*, void*, size_t, uint64_t, int) {
+    return refuse_object<ibv_mr>("ibv_reg_mr_iova");
+}
+ibv_mr* ibv_reg_mr_iova2(ibv_pd*, void*, size_t, uint64_t, unsigned int) {
+    return refuse_object<ibv_mr>("ibv_reg_mr_iova2");
+}
+ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
+    return refuse_object<ibv_mr>("ibv_reg_dmabuf_mr");
+}
+int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
+    return refuse_call("ibv_rereg_mr");
+}
+int ibv_dereg_mr(ibv_mr*) {
+    return refuse_call("ibv_dereg_mr");
+}
+ibv_comp_channel* ibv_create_comp_channel(ibv_context*) {
+    return refuse_object<ibv_comp_channel>("ibv_create_comp_channel");
+}
+ibv_cq* ibv_create_cq(ibv_context*, int, void*, ibv_comp_channel*, int) {
+    return refuse_object<ibv_cq>("ibv_create_cq");
+}
+int ibv_resize_cq(ibv_cq*, int) {
+    return refuse_call("ibv_resize_cq");
+}
+int ibv_destroy_cq(ibv_cq*) {
+    return refuse_call("ibv_destroy_cq");
+}
+int ibv_get_cq_event(ibv_comp_channel*, ibv_cq**, void**) {
+    return -refuse_call("ibv_get_cq_event");
+}
+ibv_srq* ibv_create_srq(ibv_pd*, ibv_srq_init_attr*) {
+    return refuse_object<ibv_srq>("ibv_create_srq");
+}
+int ibv_modify_srq(ibv_srq*, ibv_srq_attr*, int) {
+    return refuse_call("ibv_modify_srq");
+}
+int ibv_query_srq(ibv_srq*, ibv_srq_attr*) {
+    return refuse_call("ibv_query_srq");
+}
+int ibv_destroy_srq(ibv_srq*) {
+    return refuse_call("ibv_destroy_srq");
+}
+ibv_qp* ibv_create_qp(ibv_pd*, ibv_qp_init_attr*) {
+    return refuse_object<ibv_qp>("ibv_create_qp");
+}
+int ibv_query_qp(ibv_qp*, ibv_qp_attr*, int, ibv_qp_init_attr*) {
+    return refuse_call("ibv_query_qp");
+}
+int ibv_modify_qp(ibv_qp*, ibv_qp_attr*, int) {
+    return refuse_call("ibv_modify_qp");
+}
+int ibv_destroy_qp(ibv_qp*) {
+    return refuse_call("ibv_destroy_qp");
+}
+ibv_ah* ibv_create_ah(ibv_pd*, ibv_ah_attr*) {
+    return refuse_object<ibv_ah>("ibv_create_ah");
+}
+int ibv_destroy_ah(ibv_ah*) {
+    return refuse_call("ibv_destroy_ah");
+}
+int ibv_init_ah_from_wc(ibv_context*, uint8_t, ibv_wc*, ibv_grh*, ibv_ah_attr*) {
+    return -refuse_call("ibv_init_ah_from_wc");
+}
+ibv_ah* ibv_create_ah_from_wc(ibv_pd*, ibv_wc*, ibv_grh*, uint8_t) {
+    return refuse_object<ibv_ah>("ibv_create_ah_from_wc");
+}
+int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
+    return refuse_call("ibv_attach_mcast");
+}
+int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
+    return refuse_call("ibv_detach_mcast");
+}
+int ibv_get_async_event(ibv_context*, ibv_async_event*) {
+    return -refuse_call("ibv_get_async_event");
+}
+int ibv_get_pkey_index(ibv_context*, uint8_t, __be16) {
+    return -refuse_call("ibv_get_pkey_index");
+}
+int ibv_set_ece(ibv_qp*, ibv_ece*) {
+    return refuse_call("ibv_set_ece");
+}
+int ibv_query_ece(ibv_qp*, ibv_ece*) {
+    return refuse_call("ibv_query_ece");
+}
+ibv_context* ibv_import_device(int) {
+    return refuse_object<ibv_context>("ibv_import_device");
+}
+ibv_pd* ibv_import_pd(ibv_context*, uint32_t) {
+    return refuse_object<ibv_pd>("ibv_import_pd");
+}
+void ibv_unimport_pd(ibv_pd*) {
+    (void)refuse_call("ibv_unimport_pd");
+}
+ibv_mr* ibv_import_mr(ibv_pd*, uint32_t) {
+    return refuse_object<ibv_mr>("ibv_import_mr");
+}
+void ibv_unimport_mr(ibv_mr*) {
+    (void)refuse_call("ibv_unimport_mr");
+}
+int ibv_query_qp_data_in_order(ibv_qp*, ibv_wr_opcode, uint32_t) {
+    return 0; // no in-order guarantee beyond the verbs' own
+}
+
+} // extern "C"
