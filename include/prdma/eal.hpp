@@ -70,6 +70,11 @@ public:
 
     // Stops EAL now (as the destructor would) and reports rte_eal_cleanup's result.
     Status cleanup();
+    // For an exit handler, where the process ends next: removes the devices (newest first, so
+    // peers see their ports close) and the runtime directory, and leaves EAL's memory and threads
+    // to the exit. DPDK 22.11's interrupt thread is never stopped by rte_eal_cleanup and may still
+    // be finishing a memif peer's disconnect when the cleanup unmaps the memory it reads.
+    void stop_for_exit();
 
 private:
     Eal(std::vector<std::string> args, bool hugepage_backed);

@@ -322,6 +322,20 @@ Status Eal::cleanup() {
     return {};
 }
 
+void Eal::stop_for_exit() {
+    if (!std::exchange(owns_, false)) {
+        return;
+    }
+    g_eal_state = EalState::cleaned_up;
+    remove_vdevs_newest_first();
+    env::stop_following_ports();
+    if (const std::string runtime_dir = own_runtime_dir(args_); !runtime_dir.empty()) {
+        std::error_code ignored;
+        std::filesystem::remove_all(runtime_dir, ignored);
+    }
+    env::disarm_exit_cleanup();
+}
+
 unsigned Eal::main_lcore() const noexcept {
     return rte_get_main_lcore();
 }

@@ -1,12 +1,18 @@
 // The shim's process state: EAL started from PRDMA_EAL_ARGS and prdma's devices as libibverbs
 // lists them.
+#include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <endian.h>
 #include <mutex>
 #include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include <rte_ethdev.h>
 
 #include <prdma/format.hpp>
 
@@ -49,6 +55,45 @@ std::unique_ptr<ShimDevice> make_device(rdma::DeviceId id) {
     return shim;
 }
 
+// DPDK 22.11's memif frees its socket's interrupt handle when the port is removed, even while its
+// disconnect callback for a peer that just left runs on the EAL interrupt thread, which then reads
+// freed memory. A verbs program exits right after its peer (perftest's server after its client),
+// so before EAL stops, the peer's departure is given time to be handled: until every port's link
+// is down (memif's disconnect says so first), then a little more, for at most 300 ms.
+void settle_departed_peers() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    for (;;) {
+        bool any_up = false;
+        std::uint16_t port = 0;
+        RTE_ETH_FOREACH_DEV(port) {
+            rte_eth_link link{};
+            any_up |= rte_eth_link_get_nowait(port, &link) == 0 && link.link_status != 0;
+        }
+        if (!any_up || std::chrono::steady_clock::now() > deadline) {
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+// A verbs program expects its port up when it opens the device (perftest refuses a port that is
+// down), where a memif port comes up only once the peer's process has started. Each device's
+// first port is given PRDMA_LINK_WAIT seconds (default 10, 0: no wait) to come up.
+void wait_for_links(const ShimState& state) {
+    const char* text = std::getenv("PRDMA_LINK_WAIT");
+    const long seconds = text != nullptr ? std::strtol(text, nullptr, 10) : 10;
+    if (seconds <= 0) {
+        return;
+    }
+    for (const auto& device : state.devices) {
+        Result<rdma::Context> context = rdma::Context::open(device->id);
+        if (context.ok()) {
+            (void)rdma::wait_port_active(context.value(), 1, std::chrono::seconds(seconds));
+        }
+    }
+}
+
 void bring_up(ShimState& state) {
     const char* args = std::getenv("PRDMA_EAL_ARGS");
     if (args == nullptr || *args == '\0') {
@@ -71,7 +116,11 @@ void bring_up(ShimState& state) {
     }
     // EAL stops (and removes the devices) before the statics prdma made while it started are
     // destroyed: they were made after this state, so they would go first.
-    std::atexit([] { shim_state().eal.reset(); });
+    std::atexit([] {
+        settle_departed_peers();
+        shim_state().eal->stop_for_exit();
+    });
+    wait_for_links(state);
     if (state.devices.empty()) {
         state.error = "PRDMA_EAL_ARGS creates no rdma device (add --vdev=rdma_swroce0,port=...)";
     }
@@ -90,6 +139,95 @@ ShimContext& shim_context(ibv_context* context) {
     // The ibv_context is the last member of the verbs_context that opens a ShimContext.
     verbs_context* vctx = verbs_get_ctx(context);
     return *reinterpret_cast<ShimContext*>(vctx); // NOLINT: the first member of a standard layout
+}
+
+namespace {
+
+struct Kept {
+    std::mutex mutex;
+    std::unordered_map<const void*, std::shared_ptr<void>> owners;
+};
+Kept& kept() {
+    static Kept all;
+    return all;
+}
+
+} // namespace
+
+void keep_erased(const void* key, std::shared_ptr<void> owner) {
+    Kept& k = kept();
+    const std::lock_guard lock(k.mutex);
+    k.owners.emplace(key, std::move(owner));
+}
+
+void release_kept(const void* key) {
+    std::shared_ptr<void> owner; // destroyed outside the lock: a handle's release calls the device
+    {
+        Kept& k = kept();
+        const std::lock_guard lock(k.mutex);
+        if (auto it = k.owners.find(key); it != k.owners.end()) {
+            owner = std::move(it->second);
+            k.owners.erase(it);
+        }
+    }
+}
+
+std::uint64_t next_request(ShimContext& shim) {
+    return ++shim.last_request;
+}
+
+Status await_control(ShimContext& shim, std::uint64_t request_id, Status status) {
+    if (status.code() != StatusCode::pending) {
+        return status;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    std::array<rdma::ControlCompletion, 8> done;
+    for (;;) {
+        const std::size_t n = shim.context.poll_control(done);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (done[i].request_id != request_id) {
+                continue; // a dropped handle's clean-up
+            }
+            if (done[i].status == StatusCode::ok) {
+                return {};
+            }
+            return Error(done[i].status, done[i].message);
+        }
+        if (std::chrono::steady_clock::now() > deadline) {
+            return Error(StatusCode::not_connected,
+                         "the device did not finish the request in 10 s");
+        }
+        if (n == 0) {
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
+}
+
+int errno_of(StatusCode code) {
+    switch (code) {
+    case StatusCode::ok:
+        return 0;
+    case StatusCode::busy:
+    case StatusCode::pending:
+        return EBUSY;
+    case StatusCode::no_resources:
+        return ENOMEM;
+    case StatusCode::not_supported:
+        return EOPNOTSUPP;
+    case StatusCode::access_violation:
+        return EACCES;
+    case StatusCode::not_connected:
+        return ETIMEDOUT;
+    case StatusCode::device_removed:
+        return ENODEV;
+    case StatusCode::internal:
+        return EIO;
+    case StatusCode::buffer_too_small:
+    case StatusCode::buffer_overflow:
+    case StatusCode::invalid_parameter:
+        break;
+    }
+    return EINVAL;
 }
 
 void refuse(const char* verb, int error, const std::string& why) {

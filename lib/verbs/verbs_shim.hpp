@@ -6,6 +6,7 @@
 
 #include <infiniband/verbs.h>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -41,13 +42,92 @@ struct ShimContext {
     verbs_context vctx{};
     ShimDevice* device = nullptr;
     rdma::Context context;
+    // Control calls run one at a time per context (a verbs call returns when its work is done).
+    std::mutex control_mutex;
+    std::uint64_t last_request = 0;
 };
 // So the verbs_context and the ShimContext are pointer-interconvertible.
 static_assert(std::is_standard_layout_v<ShimContext>);
 ShimContext& shim_context(ibv_context* context);
 
+// The verbs objects: each begins with the public struct libibverbs' inline verbs read, and holds
+// the prdma handle behind it.
+struct ShimPd {
+    ibv_pd pd{};
+    rdma::ProtectionDomain handle;
+};
+struct MrParts {
+    rdma::MemoryRegionHandle handle;
+    std::vector<std::uintptr_t> pinned; // the runs of pinned pages it uses (verbs_memory.cpp)
+};
+// What is not standard layout (CompletionQueue and QueuePair derive from a queue handle with
+// members; a vector, a unique_ptr under some standard libraries) sits behind a pointer to what
+// keep() owns.
+struct ShimMr {
+    ibv_mr mr{};
+    MrParts* parts = nullptr;
+};
+struct ShimCq {
+    ibv_cq cq{};
+    rdma::CompletionQueue* handle = nullptr;
+};
+struct ShimQp {
+    ibv_qp qp{};
+    rdma::QueuePair* handle = nullptr;
+    rdma::QpCaps caps;
+    bool signal_all = false;
+};
+static_assert(std::is_standard_layout_v<ShimPd> && std::is_standard_layout_v<ShimMr> &&
+              std::is_standard_layout_v<ShimCq> && std::is_standard_layout_v<ShimQp>);
+
+// Owns the parts shim objects point at, by address, until release_kept (verbs_env.cpp).
+void keep_erased(const void* key, std::shared_ptr<void> owner);
+void release_kept(const void* key);
+template <typename T>
+T* keep(std::unique_ptr<T> owned) {
+    T* raw = owned.get();
+    keep_erased(raw, std::shared_ptr<void>(std::move(owned)));
+    return raw;
+}
+
+// Pins the pages [begin, end) that are not DPDK memory as external memory, one run per stretch
+// not pinned yet; appends the runs used to `used` (verbs_memory.cpp). unpin_pages drops them.
+Status pin_pages(std::uintptr_t begin, std::uintptr_t end, std::vector<std::uintptr_t>& used);
+void unpin_pages(const std::vector<std::uintptr_t>& used);
+// The shim object a public struct begins (what the shim handed out, never anything else).
+template <typename Shim, typename Public>
+Shim& shim_of(Public* object) {
+    return *reinterpret_cast<Shim*>(object); // NOLINT: the first member of a standard layout
+}
+
+// Runs control call `call(request_id)` and, when it pends, keeps the device going
+// (Context::poll_control) until it completes: a verbs call returns when its work is done.
+// `call` returns a Status, or the Result of a create whose handle is ready() once done.
+Status await_control(ShimContext& shim, std::uint64_t request_id, Status status);
+std::uint64_t next_request(ShimContext& shim);
+
+// ibv_access_flags as prdma's (verbs_objects.cpp): not_supported for a flag prdma lacks.
+Result<rdma::AccessFlags> access_of(unsigned access);
+
+// The errno a verb returns for a prdma status.
+int errno_of(StatusCode code);
+
 // One line on stderr naming the verb, then errno; what a verb that fails returns is the caller's.
 void refuse(const char* verb, int error, const std::string& why);
+
+// Destroys `handle` (a CompletionQueue, a QueuePair) and waits until it is gone: 0, or after one
+// line naming `verb`, its error number.
+template <typename Handle>
+int destroy_and_wait(const char* verb, ShimContext& context, Handle& handle) {
+    const std::lock_guard lock(context.control_mutex);
+    const std::uint64_t request = next_request(context);
+    const Status status = await_control(context, request, handle.destroy(request));
+    if (status.ok()) {
+        return 0;
+    }
+    refuse(verb, errno_of(status.error().code()), status.error().message());
+    return errno;
+}
 
 // Port `port_num`'s GID `index` (all RoCE v2); EINVAL when there is none.
 int query_gid_entry(ibv_context* context, std::uint32_t port_num, std::uint32_t index,
@@ -57,6 +137,8 @@ inline constexpr int gid_type_sysfs_roce_v2 = 1;
 
 // Sets the query entries of verbs_context (query_port, query_device_ex).
 void set_context_query_ops(ShimContext& shim);
+// The data path ops (verbs_datapath.cpp): post_send, post_recv, poll_cq.
+void set_data_path_ops(ShimContext& shim);
 // Fills the context's ops (ibv_context_ops and the extended ops of verbs_context).
 void set_context_ops(ShimContext& shim);
 

@@ -26,19 +26,8 @@ int refuse_call(const char* verb) {
     return EOPNOTSUPP;
 }
 
-int poll_cq_op(ibv_cq*, int, ibv_wc*) {
-    return -refuse_call("ibv_poll_cq");
-}
 int req_notify_cq_op(ibv_cq*, int) {
     return refuse_call("ibv_req_notify_cq");
-}
-int post_send_op(ibv_qp*, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
-    *bad_wr = wr;
-    return refuse_call("ibv_post_send");
-}
-int post_recv_op(ibv_qp*, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-    *bad_wr = wr;
-    return refuse_call("ibv_post_recv");
 }
 int post_srq_recv_op(ibv_srq*, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     *bad_wr = wr;
@@ -58,10 +47,8 @@ int dealloc_mw_op(ibv_mw*) {
 
 void set_context_ops(ShimContext& shim) {
     ibv_context_ops& ops = shim.vctx.context.ops;
-    ops.poll_cq = poll_cq_op;
     ops.req_notify_cq = req_notify_cq_op;
-    ops.post_send = post_send_op;
-    ops.post_recv = post_recv_op;
+    set_data_path_ops(shim);
     ops.post_srq_recv = post_srq_recv_op;
     ops.alloc_mw = alloc_mw_op;
     ops.bind_mw = bind_mw_op;
@@ -75,41 +62,17 @@ using prdma::verbs::refuse_object;
 
 extern "C" {
 
-ibv_pd* ibv_alloc_pd(ibv_context*) {
-    return refuse_object<ibv_pd>("ibv_alloc_pd");
-}
-int ibv_dealloc_pd(ibv_pd*) {
-    return refuse_call("ibv_dealloc_pd");
-}
-ibv_mr* ibv_reg_mr(ibv_pd*, void*, size_t, int) {
-    return refuse_object<ibv_mr>("ibv_reg_mr");
-}
-ibv_mr* ibv_reg_mr_iova(ibv_pd*, void*, size_t, uint64_t, int) {
-    return refuse_object<ibv_mr>("ibv_reg_mr_iova");
-}
-ibv_mr* ibv_reg_mr_iova2(ibv_pd*, void*, size_t, uint64_t, unsigned int) {
-    return refuse_object<ibv_mr>("ibv_reg_mr_iova2");
-}
 ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
     return refuse_object<ibv_mr>("ibv_reg_dmabuf_mr");
 }
 int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
     return refuse_call("ibv_rereg_mr");
 }
-int ibv_dereg_mr(ibv_mr*) {
-    return refuse_call("ibv_dereg_mr");
-}
 ibv_comp_channel* ibv_create_comp_channel(ibv_context*) {
     return refuse_object<ibv_comp_channel>("ibv_create_comp_channel");
 }
-ibv_cq* ibv_create_cq(ibv_context*, int, void*, ibv_comp_channel*, int) {
-    return refuse_object<ibv_cq>("ibv_create_cq");
-}
 int ibv_resize_cq(ibv_cq*, int) {
     return refuse_call("ibv_resize_cq");
-}
-int ibv_destroy_cq(ibv_cq*) {
-    return refuse_call("ibv_destroy_cq");
 }
 int ibv_get_cq_event(ibv_comp_channel*, ibv_cq**, void**) {
     return -refuse_call("ibv_get_cq_event");
@@ -125,18 +88,6 @@ int ibv_query_srq(ibv_srq*, ibv_srq_attr*) {
 }
 int ibv_destroy_srq(ibv_srq*) {
     return refuse_call("ibv_destroy_srq");
-}
-ibv_qp* ibv_create_qp(ibv_pd*, ibv_qp_init_attr*) {
-    return refuse_object<ibv_qp>("ibv_create_qp");
-}
-int ibv_query_qp(ibv_qp*, ibv_qp_attr*, int, ibv_qp_init_attr*) {
-    return refuse_call("ibv_query_qp");
-}
-int ibv_modify_qp(ibv_qp*, ibv_qp_attr*, int) {
-    return refuse_call("ibv_modify_qp");
-}
-int ibv_destroy_qp(ibv_qp*) {
-    return refuse_call("ibv_destroy_qp");
 }
 ibv_ah* ibv_create_ah(ibv_pd*, ibv_ah_attr*) {
     return refuse_object<ibv_ah>("ibv_create_ah");

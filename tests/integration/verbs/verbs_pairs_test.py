@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Debian's own verbs programs on both ends, each process with libprdma-verbs preloaded and its
+own swroce device on one end of a memif link, the engine on an EAL service lcore: rdma-core's
+ibv_rc_pingpong (with -g and its own buffer check) and perftest's WRITE, READ, SEND and atomic
+tests, latency and bandwidth, at sizes up to multi-packet. Each pair must exit 0 on both sides,
+print its results, leave no runtime directory and crash nowhere."""
+import os
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+SHIM = os.environ.get('PRDMA_VERBS_SHIM', '')
+
+
+def free_tcp_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def eal(sock, server):
+    role, ip = ('server', '10.9.0.1') if server else ('client', '10.9.0.2')
+    lcores = '--main-lcore 1 -S 0' if server else '--main-lcore 0 -S 1'
+    return (f'-l 0,1 {lcores} --log-level=*:error --no-huge -m 256 '
+            f'--vdev=net_memif0,role={role},socket={sock},socket-abstract=no '
+            f'--vdev=rdma_swroce0,port=net_memif0,ip={ip},progress=service')
+
+
+def run_pair(program, args):
+    """Runs `program args` as server, then as client; returns both CompletedProcess-like tuples."""
+    with tempfile.TemporaryDirectory(prefix='prdma-verbs-') as tmp:
+        sock = os.path.join(tmp, 'memif.sock')
+        port = str(free_tcp_port())
+        env = dict(os.environ, LD_PRELOAD=SHIM)
+        server = subprocess.Popen([program, '-p', port] + args,
+                                  env=dict(env, PRDMA_EAL_ARGS=eal(sock, True)),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)  # its memif listener and its TCP port are up
+        try:
+            client = subprocess.run([program, '-p', port] + args + ['127.0.0.1'],
+                                    env=dict(env, PRDMA_EAL_ARGS=eal(sock, False)),
+                                    capture_output=True, text=True, timeout=120)
+            out, err = server.communicate(timeout=60)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.communicate()
+        return (server.returncode, out, err), (client.returncode, client.stdout, client.stderr)
+
+
+def runtime_dirs():
+    try:
+        return {d for d in os.listdir('/var/run/dpdk') if d.startswith('prdma_')}
+    except FileNotFoundError:
+        return set()
+
+
+class VerbsPairsTest(unittest.TestCase):
+    def setUp(self):
+        self.dirs_before = runtime_dirs()
+
+    def tearDown(self):
+        self.assertEqual(runtime_dirs() - self.dirs_before, set(), 'runtime directories left')
+
+    def expect_pair(self, program, args, result_line):
+        server, client = run_pair(program, args)
+        for side, (rc, out, err) in (('server', server), ('client', client)):
+            self.assertEqual(rc, 0, f'{program} {side} exited {rc}:\n{out}\n{err}')
+            self.assertNotIn('libprdma-verbs:', err, f'{program} {side} met a refusal')
+            self.assertNotRegex(out + err, r'(?i)invalid data|failed|couldn\'t',
+                                f'{program} {side} reports a failure:\n{out}\n{err}')
+        self.assertRegex(client[1], result_line, f'{program} printed no result')
+        return server, client
+
+    def test_ibv_rc_pingpong_with_its_own_check(self):
+        for size in ('4096', '100'):
+            server, client = self.expect_pair(
+                'ibv_rc_pingpong', ['-g', '0', '-d', 'rdma_swroce0', '-n', '100', '-s', size,
+                                    '-c'], r'100 iters in [0-9.]+ seconds')
+            self.assertIn('GID ::ffff:10.9.0.1', client[1] + client[2])
+
+    def test_perftest_write_read_send_latency(self):
+        for program in ('ib_write_lat', 'ib_read_lat', 'ib_send_lat'):
+            self.expect_pair(program, ['-x', '0', '-d', 'rdma_swroce0', '-n', '100', '-s', '8'],
+                             r'(?m)^ 8\s+100\s+[0-9.]+')
+
+    def test_perftest_bandwidth_multi_packet(self):
+        for program, size in (('ib_write_bw', '65536'), ('ib_read_bw', '4096'),
+                              ('ib_send_bw', '4096')):
+            self.expect_pair(program, ['-x', '0', '-d', 'rdma_swroce0', '-n', '100', '-s', size],
+                             rf'(?m)^ {size}\s+100\s+[0-9.]+')
+
+    def test_perftest_both_atomics(self):
+        for kind in ('FETCH_AND_ADD', 'CMP_AND_SWAP'):
+            self.expect_pair('ib_atomic_lat', ['-x', '0', '-d', 'rdma_swroce0', '-n', '100',
+                                               '-A', kind], r'(?m)^ 8\s+100\s+[0-9.]+')
+
+
+if __name__ == '__main__':
+    unittest.main(verbosity=2)
