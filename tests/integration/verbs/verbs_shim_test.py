@@ -5,6 +5,7 @@ the variable they say there is no device and the shim says what to set; nothing 
 runtime directory is left in /var/run/dpdk."""
 import os
 import re
+import shutil
 import subprocess
 import unittest
 
@@ -72,6 +73,14 @@ class VerbsShimTest(unittest.TestCase):
         self.assertIn('No IB devices found', out.stdout + out.stderr)
         self.assertIn('libprdma-verbs: PRDMA_EAL_ARGS is not set', out.stderr)
         self.assertGreaterEqual(out.returncode, 0, 'killed by a signal')
+
+    @unittest.skipUnless(shutil.which('ib_write_lat'), 'perftest is not installed')
+    def test_rdma_cm_is_refused_in_one_clear_line(self):
+        out = run('ib_write_lat', '-R', '-d', 'rdma_swroce0', '127.0.0.1')
+        self.assertNotEqual(out.returncode, 0)
+        self.assertGreater(out.returncode, 0, 'killed by a signal')
+        self.assertIn('libprdma-verbs: rdma_create_event_channel: rdma_cm is not supported',
+                      out.stderr)
 
     def test_bad_eal_arguments_are_reported_not_fatal(self):
         out = run('ibv_devinfo', eal='--vdev=rdma_swroce0,port=net_nope0,ip=10.0.0.1 -l 0 '
