@@ -125,13 +125,13 @@ Result<ProtectionDomain> Context::alloc_pd() {
 }
 
 Result<CompletionQueue> Context::create_cq(std::uint32_t cqe, std::uint16_t queue_group,
-                                           std::uint64_t request_id) {
+                                           std::uint64_t request_id, int event_fd) {
     return detail::handle_or_error<CompletionQueue>(
-        [&](CompletionQueue& cq) { return make_cq(cq, cqe, queue_group, request_id); });
+        [&](CompletionQueue& cq) { return make_cq(cq, cqe, queue_group, request_id, event_fd); });
 }
 
 Status Context::make_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t queue_group,
-                        std::uint64_t request_id) {
+                        std::uint64_t request_id, int event_fd) {
     if (!state_) {
         return detail::context_closed_error();
     }
@@ -143,6 +143,10 @@ Status Context::make_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t q
     if (cqe == 0 || cqe > attr.max_cqe) {
         return Error(StatusCode::invalid_parameter,
                      strformat("CQ size %u outside 1..%u", cqe, attr.max_cqe));
+    }
+    if (event_fd >= 0 && dev->config.fast_path.arm_cq == nullptr) {
+        return Error(StatusCode::not_supported,
+                     strformat("%s raises no completion events", dev->config.name.c_str()));
     }
     if (queue_group >= attr.max_queue_groups) {
         return Error(StatusCode::invalid_parameter,
@@ -157,8 +161,8 @@ Status Context::make_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t q
         state_->token(request_id, ControlOp::create_cq, 0, request_id != 0);
     detail::track(*state_, token, cq.get());
     void* driver_cq = nullptr;
-    Status status =
-        dev->config.ops->create_cq(*dev, driver::CqInit{cqe, queue_group}, token, &driver_cq);
+    Status status = dev->config.ops->create_cq(*dev, driver::CqInit{cqe, queue_group, event_fd},
+                                               token, &driver_cq);
     const bool pending = status.code() == StatusCode::pending;
     if (!pending) {
         detail::untrack(*state_, token);

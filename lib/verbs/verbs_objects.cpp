@@ -167,30 +167,37 @@ int ibv_dereg_mr(ibv_mr* mr) {
 
 ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
                       int) {
-    if (channel != nullptr) {
-        refuse("ibv_create_cq", EOPNOTSUPP, "completion channels are not supported yet");
-        return nullptr;
-    }
     if (cqe <= 0) {
         refuse("ibv_create_cq", EINVAL, "a CQ needs at least one entry");
         return nullptr;
+    }
+    auto made = std::make_unique<ShimCq>();
+    if (channel != nullptr) {
+        prdma::Result<int> fd = prdma::verbs::attach_to_channel(channel, &made->cq);
+        if (!fd.ok()) {
+            refuse("ibv_create_cq", prdma::verbs::errno_of(fd.error().code()),
+                   fd.error().message());
+            return nullptr;
+        }
+        made->event_fd = fd.value();
+        made->cq.channel = channel;
     }
     ShimContext& shim = prdma::verbs::shim_context(context);
     const std::lock_guard lock(shim.control_mutex);
     const std::uint64_t request = prdma::verbs::next_request(shim);
     prdma::Result<prdma::rdma::CompletionQueue> cq =
-        shim.context.create_cq(static_cast<std::uint32_t>(cqe), 0, request);
+        shim.context.create_cq(static_cast<std::uint32_t>(cqe), 0, request, made->event_fd);
     prdma::Status status = cq.ok() ? prdma::Status{} : prdma::Status{cq.error()};
     if (cq.ok() && !cq.value().ready()) {
         status = prdma::verbs::await_control(shim, request,
                                              prdma::Error(prdma::StatusCode::pending, ""));
     }
     if (!status.ok()) {
+        prdma::verbs::detach_from_channel(&made->cq, made->event_fd);
         refuse("ibv_create_cq", prdma::verbs::errno_of(status.error().code()),
                status.error().message());
         return nullptr;
     }
-    auto made = std::make_unique<ShimCq>();
     made->handle =
         prdma::verbs::keep(std::make_unique<prdma::rdma::CompletionQueue>(std::move(cq.value())));
     made->cq.context = context;
@@ -210,6 +217,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
         return error;
     }
     prdma::verbs::release_kept(shim->handle);
+    prdma::verbs::detach_from_channel(cq, shim->event_fd);
     pthread_cond_destroy(&cq->cond);
     pthread_mutex_destroy(&cq->mutex);
     return 0;

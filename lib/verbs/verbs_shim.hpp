@@ -70,6 +70,7 @@ struct ShimMr {
 struct ShimCq {
     ibv_cq cq{};
     rdma::CompletionQueue* handle = nullptr;
+    int event_fd = -1; // its eventfd in its channel's epoll set (verbs_events.cpp)
 };
 struct ShimQp {
     ibv_qp qp{};
@@ -137,6 +138,12 @@ inline constexpr int gid_type_sysfs_roce_v2 = 1;
 
 // Sets the query entries of verbs_context (query_port, query_device_ex).
 void set_context_query_ops(ShimContext& shim);
+// Completion events (verbs_events.cpp): a channel is an epoll set of its CQs' eventfds.
+// attach_to_channel makes the CQ's eventfd and adds it; detach_from_channel undoes it.
+Result<int> attach_to_channel(ibv_comp_channel* channel, ibv_cq* cq);
+void detach_from_channel(ibv_cq* cq, int event_fd);
+int req_notify_cq_op(ibv_cq* cq, int solicited_only);
+
 // The data path ops (verbs_datapath.cpp): post_send, post_recv, poll_cq.
 void set_data_path_ops(ShimContext& shim);
 // Fills the context's ops (ibv_context_ops and the extended ops of verbs_context).

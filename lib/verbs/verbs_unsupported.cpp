@@ -26,9 +26,6 @@ int refuse_call(const char* verb) {
     return EOPNOTSUPP;
 }
 
-int req_notify_cq_op(ibv_cq*, int) {
-    return refuse_call("ibv_req_notify_cq");
-}
 int post_srq_recv_op(ibv_srq*, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     *bad_wr = wr;
     return refuse_call("ibv_post_srq_recv");
@@ -47,7 +44,7 @@ int dealloc_mw_op(ibv_mw*) {
 
 void set_context_ops(ShimContext& shim) {
     ibv_context_ops& ops = shim.vctx.context.ops;
-    ops.req_notify_cq = req_notify_cq_op;
+    ops.req_notify_cq = req_notify_cq_op; // verbs_events.cpp
     set_data_path_ops(shim);
     ops.post_srq_recv = post_srq_recv_op;
     ops.alloc_mw = alloc_mw_op;
@@ -68,14 +65,8 @@ ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
 int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
     return refuse_call("ibv_rereg_mr");
 }
-ibv_comp_channel* ibv_create_comp_channel(ibv_context*) {
-    return refuse_object<ibv_comp_channel>("ibv_create_comp_channel");
-}
 int ibv_resize_cq(ibv_cq*, int) {
     return refuse_call("ibv_resize_cq");
-}
-int ibv_get_cq_event(ibv_comp_channel*, ibv_cq**, void**) {
-    return -refuse_call("ibv_get_cq_event");
 }
 ibv_srq* ibv_create_srq(ibv_pd*, ibv_srq_init_attr*) {
     return refuse_object<ibv_srq>("ibv_create_srq");

@@ -23,6 +23,7 @@ Status create_cq(Device& device, const rdma::driver::CqInit& init, const Control
     cq->device = &dev;
     cq->queue_group = init.queue_group;
     cq->ring = WorkRing<rdma::WorkCompletion>(init.cqe);
+    cq->event_fd = init.event_fd;
     const GroupHold hold(dev, init.queue_group);
     if (!hold) {
         // The CQ is written and polled by the group's owner only. Nothing of the group points at

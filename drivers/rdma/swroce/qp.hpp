@@ -29,6 +29,10 @@ struct SwroceCq {
     std::uint16_t queue_group = 0;
     WorkRing<rdma::WorkCompletion> ring;
     std::uint64_t overflows = 0; // completions lost to a full CQ (a CQ error event is raised)
+    // Completion events (arm_cq): the application's eventfd, -1 for none, and whether the next
+    // completion writes it. `armed` is set by the reaping thread and taken by the group's driver.
+    int event_fd = -1;
+    std::atomic<bool> armed{false};
 
     // Queues a completion; false (counted) when the CQ is full.
     bool push(const rdma::WorkCompletion& wc) noexcept;

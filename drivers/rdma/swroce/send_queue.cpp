@@ -1,5 +1,7 @@
 // The layer every role completes work through: send completions (silent success unless they
 // fail), a QP entering ERR exactly once, flushing both queues, and the events that entry raises.
+#include <unistd.h>
+
 #include <rte_ring.h>
 
 #include <prdma/roce/psn.hpp>
@@ -8,6 +10,22 @@
 
 namespace prdma::swroce {
 
+namespace {
+
+// The completion is in the ring; an application that armed the CQ and then polled it empty is
+// woken. The fence pairs with arm_cq's exchange: either the reaper's poll after arming sees the
+// completion, or this load sees the arm (Dekker's pattern, paid only by CQs with an event fd).
+void notify_if_armed(SwroceCq& cq) noexcept {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (cq.armed.load(std::memory_order_relaxed) &&
+        cq.armed.exchange(false, std::memory_order_acq_rel)) {
+        const std::uint64_t one = 1;
+        (void)::write(cq.event_fd, &one, sizeof(one)); // an eventfd: never blocks, never short
+    }
+}
+
+} // namespace
+
 bool SwroceCq::push(const rdma::WorkCompletion& wc) noexcept {
     if (PRDMA_UNLIKELY(ring.full())) {
         ++overflows;
@@ -15,6 +33,9 @@ bool SwroceCq::push(const rdma::WorkCompletion& wc) noexcept {
     }
     ring.next_slot() = wc;
     ring.push();
+    if (PRDMA_UNLIKELY(event_fd >= 0)) {
+        notify_if_armed(*this);
+    }
     return true;
 }
 

@@ -259,6 +259,7 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
 std::uint16_t swroce_post_recv(void* queue, const rdma::RecvWr* wrs, std::uint16_t count);
 std::uint16_t swroce_poll_cq(void* queue, rdma::WorkCompletion* wcs, std::uint16_t count);
 StatusCode swroce_post_error(const void* queue);
+StatusCode swroce_arm_cq(void* queue);
 
 // Moves every queued WR of `qp` to its CQs as a flush error (QP in ERR, or being destroyed).
 void flush_queues(SwroceQp& qp) noexcept;

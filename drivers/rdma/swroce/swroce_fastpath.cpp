@@ -223,6 +223,15 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
     return taken;
 }
 
+StatusCode swroce_arm_cq(void* queue) {
+    auto& cq = *static_cast<SwroceCq*>(queue);
+    if (cq.event_fd < 0) {
+        return StatusCode::not_supported;
+    }
+    cq.armed.exchange(true, std::memory_order_seq_cst); // see notify_if_armed
+    return StatusCode::ok;
+}
+
 StatusCode swroce_post_error(const void* queue) {
     return static_cast<const SwroceQp*>(queue)->post_error;
 }

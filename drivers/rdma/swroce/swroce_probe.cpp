@@ -180,13 +180,8 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
     config.name = name;
     config.dpdk_device = dpdk_device;
     config.ops = &swroce_ops;
-    config.fast_path = {swroce_post_send,
-                        swroce_post_recv,
-                        swroce_poll_cq,
-                        nullptr,
-                        swroce_post_error,
-                        swroce_progress,
-                        {}};
+    config.fast_path = {swroce_post_send,  swroce_post_recv, swroce_poll_cq, nullptr,
+                        swroce_post_error, swroce_progress,  swroce_arm_cq,  {}};
     config.attr = device_attributes(*dev);
     config.port_count = 1;
     config.registry = mem::dpdk_registry_config();

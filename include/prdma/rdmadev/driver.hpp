@@ -41,6 +41,7 @@ struct PortInfo {
 struct CqInit {
     std::uint32_t cqe = 0;
     std::uint16_t queue_group = 0;
+    int event_fd = -1; // written (an eventfd increment) when a completion arrives while armed
 };
 
 struct QpInit {

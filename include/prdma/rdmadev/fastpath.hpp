@@ -104,6 +104,15 @@ inline std::uint16_t poll_cq(const CqQueue& cq, std::span<WorkCompletion> wcs) {
     return fast_path_ops[cq.device()].poll_cq(cq.driver_queue(), wcs.data(), count);
 }
 
+// Asks for one completion event, as ibv_req_notify_cq: the device writes the CQ's event fd
+// (Context::create_cq) once, when the next completion arrives. Completions already in the CQ
+// raise none, so poll once more after arming. not_supported for a CQ created without an event fd
+// or a device without events.
+inline StatusCode arm_cq(const CqQueue& cq) {
+    const ArmCqFn fn = fast_path_ops[cq.device()].arm_cq;
+    return fn != nullptr ? fn(cq.driver_queue()) : StatusCode::not_supported;
+}
+
 // Drives the queue groups `poller` is attached to (Context::attach_poller): receives, answers,
 // retransmits and sends what is posted, with no CQ polled. Returns the frames received (0: an
 // empty pass, which reads no clock). Call it only on the thread that attached.

@@ -30,6 +30,8 @@ using PostErrorFn = StatusCode (*)(const void* qp);
 // Drives the queue groups a Poller attached to (rx burst, protocol, tx burst, timers); returns
 // the frames it received, 0 for an empty pass.
 using ProgressFn = std::uint32_t (*)(void* poller);
+// Asks for one write to the CQ's event fd when its next completion arrives (arm_cq()).
+using ArmCqFn = StatusCode (*)(void* cq);
 
 struct PRDMA_CACHE_ALIGNED FastPathOps {
     PostSendFn post_send;
@@ -41,7 +43,9 @@ struct PRDMA_CACHE_ALIGNED FastPathOps {
     PostErrorFn post_error = nullptr;
     // Defaulted as post_error; null for a device without explicit pollers (and a removed one).
     ProgressFn progress = nullptr;
-    std::uint64_t reserved[2] = {};
+    // Defaulted as post_error; null for a device without completion events.
+    ArmCqFn arm_cq = nullptr;
+    std::uint64_t reserved[1] = {};
 };
 static_assert(sizeof(FastPathOps) == PRDMA_CACHE_LINE_SIZE);
 

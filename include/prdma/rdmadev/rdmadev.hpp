@@ -481,8 +481,11 @@ public:
     // A CQ belongs to one queue group (one lcore's rx/tx queue pair of the port).
     // With a request id it may pend: the CQ is ready() once the completion
     // (ControlOp::create_cq) has been polled.
+    // `event_fd`: an eventfd(2) the device writes when a completion arrives on the armed CQ
+    // (arm_cq, fastpath.hpp), from the thread that drives its queue group; the caller owns it and
+    // keeps it open while the CQ lives. -1: no events.
     Result<CompletionQueue> create_cq(std::uint32_t cqe, std::uint16_t queue_group = 0,
-                                      std::uint64_t request_id = 0);
+                                      std::uint64_t request_id = 0, int event_fd = -1);
     // With a request id it may pend; the completion (ControlOp::create_qp) carries the QPN.
     Result<QueuePair> create_qp(const QpInitAttr& init, std::uint64_t request_id = 0);
 
@@ -509,7 +512,7 @@ public:
 private:
     explicit Context(std::shared_ptr<detail::ContextState> state);
     Status make_cq(CompletionQueue& out, std::uint32_t cqe, std::uint16_t queue_group,
-                   std::uint64_t request_id);
+                   std::uint64_t request_id, int event_fd);
     Status make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t request_id);
     // Names what is missing from `init`, or which of its objects belong to another context.
     static Status check_qp_parts(const QpInitAttr& init, const detail::ContextState& context);
