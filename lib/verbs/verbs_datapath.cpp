@@ -124,7 +124,8 @@ bool convert(const ibv_recv_wr& in, rdma::RecvWr& out, std::array<rdma::Sge, max
 // posted and the verb's error number is returned.
 template <typename VerbsWr, typename Wr, typename Post>
 int post_chain(VerbsWr* wr, VerbsWr** bad, Post&& post) {
-    Burst<Wr> b;
+    // Per thread and made once: a burst's room is 12 KiB that a post must not clear each time.
+    thread_local Burst<Wr> b;
     while (wr != nullptr) {
         std::array<VerbsWr*, burst> from{};
         b.count = 0;
@@ -238,7 +239,7 @@ void convert(const rdma::WorkCompletion& in, ibv_wc& out) {
 
 int poll_cq_op(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     const rdma::CompletionQueue& handle = *shim_of<ShimCq>(cq).handle;
-    std::array<rdma::WorkCompletion, burst> got;
+    thread_local std::array<rdma::WorkCompletion, burst> got; // made once: not cleared per poll
     int total = 0;
     while (total < num_entries) {
         const std::size_t want =

@@ -114,8 +114,8 @@ void bring_up(ShimState& state) {
     for (rdma::DeviceId id : rdma::device_list()) {
         state.devices.push_back(make_device(id));
     }
-    // EAL stops (and removes the devices) before the statics prdma made while it started are
-    // destroyed: they were made after this state, so they would go first.
+    // At exit the devices go (peers see their ports close) before the statics prdma made while
+    // EAL started are destroyed: they were made after this state, so they would go first.
     std::atexit([] {
         settle_departed_peers();
         shim_state().eal->stop_for_exit();
