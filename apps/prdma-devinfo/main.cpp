@@ -180,6 +180,8 @@ void print_port(const prdma::rdma::PortInfo& port, bool verbose) {
     }
 }
 
+// In ibv_devinfo's names: its max_qp_rd_atom is what a QP accepts from its peer, which prdma
+// calls max_qp_init_rd_atomic (attributes.hpp), and the other way round.
 void print_device_attrs(const prdma::rdma::DeviceAttr& a) {
     std::printf("\tmax_mr_size:\t\t\t0x%llx\n\tpage_size_cap:\t\t\t0x%llx\n"
                 "\tmax_qp:\t\t\t\t%u\n\tmax_qp_wr:\t\t\t%u\n\tdevice_cap_flags:\t\t0x%08x\n"
@@ -191,7 +193,7 @@ void print_device_attrs(const prdma::rdma::DeviceAttr& a) {
                 static_cast<unsigned long long>(a.max_mr_size),
                 static_cast<unsigned long long>(a.page_size_support), a.max_qp, a.max_qp_wr,
                 a.capability_flags.bits(), a.max_sge, a.max_cq, a.max_cqe, a.max_mr, a.max_pd,
-                a.max_qp_rd_atomic, a.max_qp_init_rd_atomic, a.max_inline_data,
+                a.max_qp_init_rd_atomic, a.max_qp_rd_atomic, a.max_inline_data,
                 a.max_fast_reg_pages, a.max_queue_groups,
                 static_cast<unsigned long long>(a.reserved_lkey));
 }

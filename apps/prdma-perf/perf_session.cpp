@@ -49,10 +49,12 @@ Result<PerfSession> PerfSession::open(const PerfOptions& options) {
         return Error(device_info.error().code(), "query_device: " + device_info.error().message());
     }
     const rdma::DeviceAttr& attr = device_info->attr;
-    if (options.out_reads > attr.max_qp_rd_atomic) {
+    // -o is both what a QP may have outstanding and what it accepts from its peer (perftest's).
+    const unsigned max_reads = std::min(attr.max_qp_rd_atomic, attr.max_qp_init_rd_atomic);
+    if (options.out_reads > max_reads) {
         return Error(StatusCode::invalid_parameter,
                      "-o " + std::to_string(options.out_reads) + ": the device allows at most " +
-                         std::to_string(attr.max_qp_rd_atomic) + " outstanding reads/atomics");
+                         std::to_string(max_reads) + " outstanding reads/atomics");
     }
     if (options.inline_size > attr.max_inline_data) {
         return Error(StatusCode::invalid_parameter,

@@ -51,9 +51,12 @@ void fill_device_attr(const rdma::DeviceAttr& attr, ibv_device_attr& out) {
     out.max_cqe = static_cast<int>(attr.max_cqe);
     out.max_mr = static_cast<int>(attr.max_mr);
     out.max_pd = static_cast<int>(attr.max_pd);
-    out.max_qp_rd_atom = attr.max_qp_rd_atomic;
+    // verbs' max_qp_rd_atom is what a QP accepts as a responder (max_dest_rd_atomic) and
+    // max_qp_init_rd_atom what it may have outstanding (max_rd_atomic): prdma names them the
+    // other way round (attributes.hpp).
+    out.max_qp_rd_atom = attr.max_qp_init_rd_atomic;
     out.max_res_rd_atom = static_cast<int>(attr.max_qp_init_rd_atomic * attr.max_qp);
-    out.max_qp_init_rd_atom = attr.max_qp_init_rd_atomic;
+    out.max_qp_init_rd_atom = attr.max_qp_rd_atomic;
     out.atomic_cap = attr.capability_flags.has(rdma::cap_atomic) ? IBV_ATOMIC_HCA : IBV_ATOMIC_NONE;
     out.max_pkeys = 1;
     out.local_ca_ack_delay = 15;

@@ -2,9 +2,11 @@
 # Runs inside the prdma-vm guest (usertools/prdma-vm run), chrooted into the host's root: makes a
 # Linux soft-RoCE device (rdma_rxe) on roce0 (10.100.0.20 on br-data), finds its RoCE v2 GID of
 # 10.100.0.20, then for each case in CASES (one "TEST OPTIONS" a line, e.g. "write_lat -n 1000")
-# runs perftest's ib_TEST against the prdma-perf of test-bed host 1 (rxe_interop.sh) both ways:
-#   A: ib_TEST server here, prdma-perf client there (TCP exchange to 192.168.100.10)
-#   B: prdma-perf server there, ib_TEST client here (to 192.168.100.1)
+# runs perftest's ib_TEST against the program of test-bed host 1 (rxe_interop.sh: prdma-perf, or for
+# "verbs:TEST OPTIONS" the same program on libprdma-verbs; rdma-core's ibv_rc_pingpong for TEST
+# rc_pingpong) both ways:
+#   A: ib_TEST server here, the host's client there (TCP exchange to 192.168.100.10)
+#   B: the host's server there, ib_TEST client here (to 192.168.100.1)
 # Handshake through files in $PRDMA_VM_OUT (shared with the host over 9p):
 #   A: guest-up-A-N (server listening) -> host-done-A-N;  B: guest-ready-B-N -> host-up-B-N.
 #   rxe_guest.sh CASES
@@ -45,10 +47,15 @@ while read -r test opts; do
   [ -n "$test" ] || continue
   n=$((n + 1))
   port=$((base_port + 2 * n))
+  test=${test#verbs:}
+  case $test in
+    rc_pingpong) prog="ibv_rc_pingpong -d rxe0 -g $idx" ;;
+    *) prog="ib_$test -d rxe0 -x $idx -F" ;;
+  esac
   # A: ib_TEST serves, prdma-perf (host 1) is the client.
-  step "A$n: ib_$test -d rxe0 -x $idx -F $opts -p $port (server; prdma-perf the client) ($(now)s)"
+  step "A$n: $prog $opts -p $port (server; the host's program the client) ($(now)s)"
   # shellcheck disable=SC2086
-  timeout 240 "ib_$test" -d rxe0 -x "$idx" -F $opts -p $port >"$out/guest-A-$n.out" 2>&1 &
+  timeout 240 $prog $opts -p $port >"$out/guest-A-$n.out" 2>&1 &
   pid=$!
   i=0
   while ! listening $port && [ $i -lt 300 ] && kill -0 $pid 2>/dev/null; do
@@ -59,16 +66,16 @@ while read -r test opts; do
   r=$?
   cat "$out/guest-A-$n.out"
   echo "$r" >"$out/guest-A-$n.rc"
-  step "A$n: ib_$test (server) exited $r ($(now)s)"
+  step "A$n: ${prog%% *} (server) exited $r ($(now)s)"
   [ $r -eq 0 ] || rc=1
   wait_file "$out/host-done-A-$n" 300 || step "A$n: the host's client never finished"
 
-  # B: prdma-perf (host 1) serves, ib_TEST is the client.
+  # B: the host's program serves, ib_TEST is the client.
   : >"$out/guest-ready-B-$n"
   if wait_file "$out/host-up-B-$n" 120; then
-    step "B$n: ib_$test -d rxe0 -x $idx -F $opts -p $((port + 1)) 192.168.100.1 ($(now)s)"
+    step "B$n: $prog $opts -p $((port + 1)) 192.168.100.1 ($(now)s)"
     # shellcheck disable=SC2086
-    timeout 240 "ib_$test" -d rxe0 -x "$idx" -F $opts -p $((port + 1)) 192.168.100.1 \
+    timeout 240 $prog $opts -p $((port + 1)) 192.168.100.1 \
       >"$out/guest-B-$n.out" 2>&1
     r=$?
     cat "$out/guest-B-$n.out"
@@ -77,7 +84,7 @@ while read -r test opts; do
     r=124
   fi
   echo "$r" >"$out/guest-B-$n.rc"
-  step "B$n: ib_$test (client) exited $r ($(now)s)"
+  step "B$n: ${prog%% *} (client) exited $r ($(now)s)"
   [ $r -eq 0 ] || rc=1
   wait_file "$out/host-done-B-$n" 300 || step "B$n: the host's server never finished"
 done <"$cases"

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The vm suite's interoperability test: prdma-perf (swroce on net_af_packet over data0 of test-bed
-# host 1, RoCE address 10.100.0.1) against Linux's soft RoCE (rdma_rxe on the prdma-vm guest's
-# roce0, 10.100.0.20, on the same br-data) driven by perftest's ib_* tools (Debian's perftest), both
-# ways: prdma-perf client -> ib_TEST server in the guest, and ib_TEST client in the guest ->
-# prdma-perf server. The TCP exchange goes over br-kern (192.168.100.1 <-> 192.168.100.10).
+# The vm suite's interoperability test: swroce (net_af_packet over data0 of test-bed host 1, RoCE
+# address 10.100.0.1) against Linux's soft RoCE (rdma_rxe on the prdma-vm guest's roce0,
+# 10.100.0.20, on the same br-data) driven by perftest's ib_* tools (Debian's perftest), both
+# ways: the host's program the client of ib_TEST serving in the guest, then ib_TEST in the guest
+# the client of the host's program. The host's program is prdma-perf for a case "TEST OPTIONS",
+# and for "verbs:TEST OPTIONS" Debian's own ib_TEST (or ibv_rc_pingpong for TEST rc_pingpong, on
+# both ends) with libprdma-verbs preloaded, the engine on a service lcore. The TCP exchange goes
+# over br-kern (192.168.100.1 <-> 192.168.100.10).
 # Every run must exit 0 and print a result row. The frames on br-data are captured to
 # BUILD_DIR/vm/rxe.pcap (tshark -r rxe.pcap -d udp.port==4791,infiniband).
 # Root; needs qemu-system-x86_64 and perftest + rdma-core + ibverbs-providers (prdma-setup deps),
@@ -16,6 +19,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 vmdir=$build/vm
 out=$vmdir/run
 perf=$build/apps/prdma-perf/prdma-perf
+shim=$build/lib/verbs/libprdma-verbs.so
 base_port=18600
 say() { printf 'rxe_interop: %s\n' "$*"; }
 
@@ -25,7 +29,19 @@ cases=("$@")
   "write_bw -n 1000 -s 4096"
   "read_lat -n 1000"
   "send_lat -n 1000"
+  "verbs:write_lat -n 300"
+  "verbs:read_lat -n 300"
+  "verbs:send_lat -n 300"
+  "verbs:write_bw -n 500 -s 65536"
+  "verbs:rc_pingpong -n 200 -s 4096 -c"
 )
+if [ ! -f "$shim" ]; then # built without libprdma-verbs (meson option verbs)
+  kept=()
+  for c in "${cases[@]}"; do
+    case $c in verbs:*) say "no $shim: skipped '$c'" ;; *) kept+=("$c") ;; esac
+  done
+  cases=("${kept[@]}")
+fi
 
 [ "$(id -u)" -eq 0 ] || { say "needs root: skipped"; exit 77; }
 command -v qemu-system-x86_64 >/dev/null ||
@@ -72,6 +88,28 @@ h1_perf() { # TEST OPTS... : prdma-perf in host 1 on swroce over data0
     --vdev=rdma_swroce0,port=net_af_packet0,ip=10.100.0.1 -- -F "$@"
 }
 
+# TEST OPTS... : Debian's verbs program in host 1, on swroce over data0 through libprdma-verbs.
+h1_verbs() {
+  local test=$1 prog
+  shift
+  case $test in
+    rc_pingpong) prog=(ibv_rc_pingpong -d rdma_swroce0 -g 0) ;;
+    *) prog=("ib_$test" -d rdma_swroce0 -x 0 -F) ;;
+  esac
+  ip netns exec prdma-h1 env LD_PRELOAD="$shim" PRDMA_EAL_ARGS="-l 0,1 --main-lcore 0 -S 1 \
+--no-huge -m 256 --no-telemetry --log-level=*:error --vdev=net_af_packet0,iface=data0 \
+--vdev=rdma_swroce0,port=net_af_packet0,ip=10.100.0.1,progress=service" \
+    timeout 240 "${prog[@]}" "$@"
+}
+h1_run() { # CASE-TEST OPTS... : the host's program for a case
+  local test=$1
+  shift
+  case $test in
+    verbs:*) h1_verbs "${test#verbs:}" "$@" ;;
+    *) h1_perf "$test" "$@" ;;
+  esac
+}
+
 # The host's half of rxe_guest.sh's handshake.
 host_side() {
   local n=0 c test opts port pid i
@@ -80,16 +118,16 @@ host_side() {
     test=${c%% *}
     opts=${c#"$test"}
     port=$((base_port + 2 * n))
-    # A: prdma-perf client against ib_TEST in the guest.
+    # A: the host's client against ib_TEST in the guest.
     wait_file "$out/guest-up-A-$n" 600 || return 1
     # shellcheck disable=SC2086
-    h1_perf "$test" $opts -p $port 192.168.100.10 >"$out/host-A-$n.out" 2>&1
+    h1_run "$test" $opts -p $port 192.168.100.10 >"$out/host-A-$n.out" 2>&1
     echo $? >"$out/host-A-$n.rc"
     : >"$out/host-done-A-$n"
-    # B: prdma-perf server, ib_TEST in the guest the client.
+    # B: the host's server, ib_TEST in the guest the client.
     wait_file "$out/guest-ready-B-$n" 300 || return 1
     # shellcheck disable=SC2086
-    h1_perf "$test" $opts -p $((port + 1)) >"$out/host-B-$n.out" 2>&1 &
+    h1_run "$test" $opts -p $((port + 1)) >"$out/host-B-$n.out" 2>&1 &
     pid=$!
     i=0
     while ! listening $((port + 1)) && [ $i -lt 300 ] && kill -0 $pid 2>/dev/null; do
@@ -131,25 +169,36 @@ pids=()
 # must print numbers.
 row() { grep -E '^ *[0-9]+ +[0-9]+ +[0-9]+\.[0-9]+ +[0-9.]+' "$1" 2>/dev/null | tail -1; }
 rxe_row() { grep -E '^ *[0-9]+ +[0-9]+ +([0-9]+\.[0-9]+|inf) +([0-9.]+|inf)' "$1" 2>/dev/null | tail -1; }
+# ibv_rc_pingpong's result line, on both ends: "N iters in S seconds = U usec/iter".
+pp_row() { grep -E '^[0-9]+ iters in [0-9.]+ seconds = [0-9.]+ usec/iter' "$1" 2>/dev/null | tail -1; }
 fail=0
 n=0
 say "results (bytes, iterations, then t_min t_max t_typical t_avg ... us, or BW peak/avg MB/s):"
 for c in "${cases[@]}"; do
   n=$((n + 1))
   test=${c%% *}
+  prog=ib_${test#verbs:}
+  host=prdma-perf
+  case $test in
+    verbs:rc_pingpong) prog=ibv_rc_pingpong host="ibv_rc_pingpong on libprdma-verbs" ;;
+    verbs:*) host="$prog on libprdma-verbs" ;;
+  esac
   for dir in A B; do
     if [ $dir = A ]; then
-      what="prdma-perf client -> ib_$test server (rxe)"
+      what="$host client -> $prog server (rxe)"
       client=host
       server=guest
     else
-      what="ib_$test client (rxe) -> prdma-perf server"
+      what="$prog client (rxe) -> $host server"
       client=guest
       server=host
     fi
     crc=$(cat "$out/$client-$dir-$n.rc" 2>/dev/null || echo none)
     src=$(cat "$out/$server-$dir-$n.rc" 2>/dev/null || echo none)
-    if [ $client = host ]; then
+    if [ $prog = ibv_rc_pingpong ]; then
+      crow=$(pp_row "$out/$client-$dir-$n.out")
+      srow=$(pp_row "$out/$server-$dir-$n.out")
+    elif [ $client = host ]; then
       crow=$(row "$out/$client-$dir-$n.out")
       srow=$(rxe_row "$out/$server-$dir-$n.out")
     else
@@ -161,7 +210,12 @@ for c in "${cases[@]}"; do
     ok=1
     [ "$crc" = 0 ] && [ "$src" = 0 ] && [ -n "$crow" ] || ok=0
     # write_lat and send_lat print the row on both sides (read_lat's server prints none).
-    case $test in write_lat|send_lat) [ -n "$srow" ] || ok=0 ;; esac
+    case ${test#verbs:} in write_lat|send_lat|rc_pingpong) [ -n "$srow" ] || ok=0 ;; esac
+    # The shim refuses with a "libprdma-verbs:" line; the programs say "failed" or "couldn't".
+    case $test in
+      verbs:*) ! grep -qiE "libprdma-verbs:|failed|couldn't|invalid data" \
+        "$out/host-$dir-$n.out" "$out/guest-$dir-$n.out" 2>/dev/null || ok=0 ;;
+    esac
     if [ $ok = 1 ]; then
       say "PASS $c: $what: client:${crow}${note}"
     else

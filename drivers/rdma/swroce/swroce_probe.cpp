@@ -33,8 +33,10 @@ rdma::DeviceAttr device_attributes(const SwroceDevice& dev) {
                      (std::uint64_t{0xfffe} << 24) | (std::uint64_t{mac[3]} << 16) |
                      (std::uint64_t{mac[4]} << 8) | mac[5];
     attr.system_image_guid = attr.node_guid;
-    attr.max_qp_rd_atomic = 16;
-    attr.max_qp_init_rd_atomic = 16;
+    // Reads and atomics a QP has outstanding are only counted (rxe allows 128, and perftest sets a
+    // QP's to what its peer accepts); those it accepts each hold a responder resource.
+    attr.max_qp_rd_atomic = 128;
+    attr.max_qp_init_rd_atomic = max_responder_resources;
     attr.capability_flags = rdma::cap_rc | rdma::cap_fast_reg | rdma::cap_reserved_lkey |
                             rdma::cap_atomic | rdma::cap_send_with_inv | rdma::cap_inline |
                             rdma::cap_pending_control | rdma::cap_software;
