@@ -107,6 +107,9 @@ Result<Context> Context::open(DeviceId device) {
     if (dev->removed) {
         return detail::device_removed_error(device);
     }
+    // What the device saw before this client came (a link that came up while it started) is
+    // raised first, so the client hears only of what changes from now on, as a verbs context.
+    dev->config.ops->control_progress(*dev);
     auto state = std::make_shared<ContextState>();
     state->device = device;
     state->id = detail::attach_context(device, state.get());

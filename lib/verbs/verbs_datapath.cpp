@@ -140,7 +140,9 @@ int post_chain(VerbsWr* wr, VerbsWr** bad, Post&& post) {
         const rdma::PostResult result = post(std::span<const Wr>(b.wrs.data(), b.count));
         if (result.posted < b.count) {
             *bad = from[result.posted];
-            return errno_of(result.reason); // a full queue is ENOMEM, as verbs has it
+            // A full queue is ENOMEM, as verbs has it; a QP in a state that takes no posts is
+            // EINVAL, as rxe answers (not a timeout).
+            return result.reason == StatusCode::not_connected ? EINVAL : errno_of(result.reason);
         }
         if (unconvertible != 0) {
             *bad = wr;

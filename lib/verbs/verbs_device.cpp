@@ -216,13 +216,17 @@ ibv_context* ibv_open_device(ibv_device* device) {
     auto shim = std::make_unique<ShimContext>(std::move(context.value()));
     shim->device = shim_device;
     verbs_context& vctx = shim->vctx;
+    pthread_mutex_init(&vctx.context.mutex, nullptr);
     vctx.sz = sizeof(verbs_context);
     vctx.context.device = device;
     vctx.context.cmd_fd = -1;
     vctx.context.async_fd = -1;
     vctx.context.num_comp_vectors = 1;
     vctx.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
-    pthread_mutex_init(&vctx.context.mutex, nullptr);
+    if (const prdma::Status started = prdma::verbs::start_async_events(*shim); !started.ok()) {
+        prdma::verbs::refuse("ibv_open_device", ENOMEM, started.error().message());
+        return nullptr;
+    }
     prdma::verbs::set_context_query_ops(*shim);
     prdma::verbs::set_context_ops(*shim);
     return &shim.release()->vctx.context; // owned by the caller until ibv_close_device
@@ -232,11 +236,9 @@ int ibv_close_device(ibv_context* context) {
     if (context == nullptr) {
         return EINVAL;
     }
-    // As verbs (the kernel frees what the program left when its device file closes): objects
-    // still alive do not keep the device open; they keep only their own state until they go.
-    std::unique_ptr<ShimContext> shim(&prdma::verbs::shim_context(context));
-    (void)shim->context.close();
-    pthread_mutex_destroy(&context->mutex);
+    // As verbs, the close succeeds with objects left; they are destroyed later, so the context
+    // lasts until the last of them is (close_context).
+    prdma::verbs::close_context(prdma::verbs::shim_context(context));
     return 0;
 }
 

@@ -141,6 +141,33 @@ ShimContext& shim_context(ibv_context* context) {
     return *reinterpret_cast<ShimContext*>(vctx); // NOLINT: the first member of a standard layout
 }
 
+bool hold_context(ShimContext& shim, const char* verb) {
+    if ((shim.lifetime.load() & ShimContext::closed_bit) != 0) {
+        refuse(verb, EBADF, "the context is closed");
+        return false;
+    }
+    shim.lifetime.fetch_add(1);
+    return true;
+}
+
+// Whoever leaves the context closed with nothing on it frees it (once: one word holds both).
+void release_context(ShimContext& shim) {
+    if (shim.lifetime.fetch_sub(1) == (ShimContext::closed_bit | 1U)) {
+        delete &shim; // NOLINT(cppcoreguidelines-owning-memory): ibv_open_device's allocation
+    }
+}
+
+ShimContext::~ShimContext() {
+    stop_async_events(*this);
+    pthread_mutex_destroy(&vctx.context.mutex);
+}
+
+void close_context(ShimContext& shim) {
+    if (shim.lifetime.fetch_or(ShimContext::closed_bit) == 0) {
+        delete &shim; // NOLINT(cppcoreguidelines-owning-memory): see release_context
+    }
+}
+
 namespace {
 
 struct Kept {

@@ -2,8 +2,10 @@
 // (malloc, memalign, an anonymous mmap). prdma's device translates DPDK memory only, so the pages
 // under a region that are not DPDK's are pinned and registered with DPDK as external memory,
 // page-expanded, once per page however many regions share it (mem::ExternalMemory).
+#include <array>
 #include <cerrno>
 #include <map>
+#include <sys/mman.h>
 
 #include <rte_memory.h>
 
@@ -50,11 +52,17 @@ std::map<std::uintptr_t, std::unique_ptr<PinnedRun>>::iterator run_at(Pins& p,
 
 } // namespace
 
-// Pins [begin, end) (page-aligned): pages already pinned get one more user, the others are
-// registered as new runs. The runs the range uses are appended to `used`.
+// Pins [begin, end) (page-aligned): pages already pinned get one more user, DPDK's own memory
+// is left alone, and each stretch of other pages is registered as a new run. The runs the range
+// uses are appended to `used`. Page by page: a region may begin on a page pinned for another one
+// and go on past it.
 Status pin_pages(std::uintptr_t begin, std::uintptr_t end, std::vector<std::uintptr_t>& used) {
     Pins& p = pins();
     const std::lock_guard lock(p.mutex);
+    const auto free_page = [&p](std::uintptr_t page) {
+        return run_at(p, page) == p.runs.end() &&
+               rte_mem_virt2memseg_list(reinterpret_cast<void*>(page)) == nullptr; // NOLINT
+    };
     std::uintptr_t page = begin;
     while (page < end) {
         if (auto it = run_at(p, page); it != p.runs.end()) {
@@ -63,9 +71,14 @@ Status pin_pages(std::uintptr_t begin, std::uintptr_t end, std::vector<std::uint
             page = it->first + it->second->memory.length();
             continue;
         }
-        // A new run up to the next pinned page or the end of the range.
-        auto next = p.runs.upper_bound(page);
-        const std::uintptr_t stop = next != p.runs.end() ? std::min(end, next->first) : end;
+        if (!free_page(page)) { // DPDK's
+            page += page_size;
+            continue;
+        }
+        std::uintptr_t stop = page + page_size;
+        while (stop < end && free_page(stop)) {
+            stop += page_size;
+        }
         Result<mem::ExternalMemory> pinned = mem::ExternalMemory::register_memory(
             reinterpret_cast<void*>(page), stop - page, page_size); // NOLINT: an address
         if (!pinned.ok()) {
@@ -77,6 +90,18 @@ Status pin_pages(std::uintptr_t begin, std::uintptr_t end, std::vector<std::uint
         page = stop;
     }
     return {};
+}
+
+bool pages_mapped(std::uintptr_t begin, std::uintptr_t end) {
+    // mincore fails ENOMEM on a range with a page not mapped, which is what it is asked here for.
+    std::array<unsigned char, 64> resident{};
+    for (std::uintptr_t at = begin; at < end; at += resident.size() * page_size) {
+        const std::size_t length = std::min<std::uintptr_t>(end - at, resident.size() * page_size);
+        if (::mincore(reinterpret_cast<void*>(at), length, resident.data()) != 0) { // NOLINT
+            return false;
+        }
+    }
+    return true;
 }
 
 void unpin_pages(const std::vector<std::uintptr_t>& used) {

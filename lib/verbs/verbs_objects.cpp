@@ -14,6 +14,10 @@ namespace prdma::verbs {
 namespace {
 
 constexpr std::uintptr_t page_mask = 4095;
+// The end of the last page [first, first + length) touches.
+constexpr std::uintptr_t page_end(std::uintptr_t first, std::size_t length) {
+    return (first + length + page_mask) & ~page_mask;
+}
 
 } // namespace
 
@@ -48,14 +52,11 @@ namespace {
 Result<std::unique_ptr<MrParts>> register_parts(ShimPd& pd, void* addr, std::size_t length,
                                                 rdma::AccessFlags access) {
     auto parts = std::make_unique<MrParts>();
-    if (rte_mem_virt2memseg_list(addr) == nullptr) {
-        const auto first = reinterpret_cast<std::uintptr_t>(addr); // NOLINT: an address
-        if (Status pinned = pin_pages(first & ~page_mask, (first + length + page_mask) & ~page_mask,
-                                      parts->pinned);
-            !pinned.ok()) {
-            unpin_pages(parts->pinned);
-            return pinned.error();
-        }
+    const auto first = reinterpret_cast<std::uintptr_t>(addr); // NOLINT: an address
+    if (Status pinned = pin_pages(first & ~page_mask, page_end(first, length), parts->pinned);
+        !pinned.ok()) {
+        unpin_pages(parts->pinned);
+        return pinned.error();
     }
     Result<rdma::MemoryRegionHandle> mr = pd.handle.register_memory(addr, length, access);
     if (!mr.ok()) {
@@ -81,6 +82,15 @@ ibv_mr* register_region(const char* verb, ibv_pd* pd, void* addr, std::size_t le
         refuse(verb, EINVAL, flags.error().message());
         return nullptr;
     }
+    ContextHold hold(shim_context(pd->context), verb);
+    if (!hold) {
+        return nullptr;
+    }
+    const auto first = reinterpret_cast<std::uintptr_t>(addr); // NOLINT: an address
+    if (!pages_mapped(first & ~page_mask, page_end(first, length))) {
+        refuse(verb, EFAULT, strformat("%p + %zu is not all mapped memory", addr, length));
+        return nullptr;
+    }
     Result<std::unique_ptr<MrParts>> parts =
         register_parts(shim_of<ShimPd>(pd), addr, length, flags.value());
     if (!parts.ok()) {
@@ -96,6 +106,7 @@ ibv_mr* register_region(const char* verb, ibv_pd* pd, void* addr, std::size_t le
     shim->mr.lkey = shim->parts->handle.lkey();
     shim->mr.rkey = shim->parts->handle.rkey();
     shim->mr.handle = shim->mr.lkey;
+    hold.keep();
     return &shim.release()->mr; // the caller's until ibv_dereg_mr
 }
 
@@ -113,6 +124,10 @@ extern "C" {
 
 ibv_pd* ibv_alloc_pd(ibv_context* context) {
     ShimContext& shim = prdma::verbs::shim_context(context);
+    prdma::verbs::ContextHold hold(shim, "ibv_alloc_pd");
+    if (!hold) {
+        return nullptr;
+    }
     const std::lock_guard lock(shim.control_mutex);
     prdma::Result<prdma::rdma::ProtectionDomain> pd = shim.context.alloc_pd();
     if (!pd.ok()) {
@@ -123,6 +138,7 @@ ibv_pd* ibv_alloc_pd(ibv_context* context) {
     made->handle = std::move(pd.value());
     made->pd.context = context;
     made->pd.handle = made->handle.id();
+    hold.keep();
     return &made.release()->pd; // the caller's until ibv_dealloc_pd
 }
 
@@ -134,6 +150,7 @@ int ibv_dealloc_pd(ibv_pd* pd) {
         (void)shim.release(); // still the caller's: its MRs or QPs are alive
         return errno;
     }
+    prdma::verbs::release_context(prdma::verbs::shim_context(pd->context));
     return 0;
 }
 
@@ -162,6 +179,7 @@ int ibv_dereg_mr(ibv_mr* mr) {
     }
     prdma::verbs::unpin_pages(shim->parts->pinned);
     prdma::verbs::release_kept(shim->parts);
+    prdma::verbs::release_context(prdma::verbs::shim_context(mr->context));
     return 0;
 }
 
@@ -169,6 +187,11 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
                       int) {
     if (cqe <= 0) {
         refuse("ibv_create_cq", EINVAL, "a CQ needs at least one entry");
+        return nullptr;
+    }
+    ShimContext& shim = prdma::verbs::shim_context(context);
+    prdma::verbs::ContextHold hold(shim, "ibv_create_cq");
+    if (!hold) {
         return nullptr;
     }
     auto made = std::make_unique<ShimCq>();
@@ -182,16 +205,11 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
         made->event_fd = fd.value();
         made->cq.channel = channel;
     }
-    ShimContext& shim = prdma::verbs::shim_context(context);
     const std::lock_guard lock(shim.control_mutex);
     const std::uint64_t request = prdma::verbs::next_request(shim);
     prdma::Result<prdma::rdma::CompletionQueue> cq =
         shim.context.create_cq(static_cast<std::uint32_t>(cqe), 0, request, made->event_fd);
-    prdma::Status status = cq.ok() ? prdma::Status{} : prdma::Status{cq.error()};
-    if (cq.ok() && !cq.value().ready()) {
-        status = prdma::verbs::await_control(shim, request,
-                                             prdma::Error(prdma::StatusCode::pending, ""));
-    }
+    const prdma::Status status = prdma::verbs::await_created(shim, request, cq);
     if (!status.ok()) {
         prdma::verbs::detach_from_channel(&made->cq, made->event_fd);
         refuse("ibv_create_cq", prdma::verbs::errno_of(status.error().code()),
@@ -205,6 +223,7 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
     made->cq.cqe = cqe;
     pthread_mutex_init(&made->cq.mutex, nullptr);
     pthread_cond_init(&made->cq.cond, nullptr);
+    hold.keep();
     return &made.release()->cq;
 }
 
@@ -220,6 +239,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
     prdma::verbs::detach_from_channel(cq, shim->event_fd);
     pthread_cond_destroy(&cq->cond);
     pthread_mutex_destroy(&cq->mutex);
+    prdma::verbs::release_context(prdma::verbs::shim_context(cq->context));
     return 0;
 }
 

@@ -175,17 +175,10 @@ Result<std::unique_ptr<ShimQp>> make_qp(ShimContext& context, ibv_pd* pd,
     const std::lock_guard lock(context.control_mutex);
     const std::uint64_t request = next_request(context);
     Result<rdma::QueuePair> qp = context.context.create_qp(attr, request);
-    if (!qp.ok()) {
-        return qp.error();
+    if (Status created = await_created(context, request, qp); !created.ok()) {
+        return created.error();
     }
     made->handle = keep(std::make_unique<rdma::QueuePair>(std::move(qp.value())));
-    if (!made->handle->ready()) {
-        Status created = await_control(context, request, Error(StatusCode::pending, ""));
-        if (!created.ok()) {
-            release_kept(made->handle);
-            return created.error();
-        }
-    }
     return made;
 }
 
@@ -205,6 +198,10 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
         return nullptr;
     }
     ShimContext& context = prdma::verbs::shim_context(pd->context);
+    prdma::verbs::ContextHold hold(context, "ibv_create_qp");
+    if (!hold) {
+        return nullptr;
+    }
     prdma::Result<std::unique_ptr<ShimQp>> made = prdma::verbs::make_qp(context, pd, *qp_init_attr);
     if (!made.ok()) {
         refuse("ibv_create_qp", prdma::verbs::errno_of(made.error().code()),
@@ -223,7 +220,9 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
     shim.qp.qp_type = IBV_QPT_RC;
     pthread_mutex_init(&shim.qp.mutex, nullptr);
     pthread_cond_init(&shim.qp.cond, nullptr);
+    prdma::verbs::watch_qp_events(context, &shim.qp);
     qp_init_attr->cap = prdma::verbs::verbs_caps(shim.caps); // what the QP got, as verbs reports it
+    hold.keep();
     return &made.value().release()->qp;
 }
 
@@ -308,8 +307,11 @@ int ibv_destroy_qp(ibv_qp* qp) {
         return error;
     }
     prdma::verbs::release_kept(shim->handle);
+    ShimContext& context = prdma::verbs::shim_context(qp->context);
+    prdma::verbs::unwatch_qp_events(context, qp);
     pthread_cond_destroy(&qp->cond);
     pthread_mutex_destroy(&qp->mutex);
+    prdma::verbs::release_context(context);
     return 0;
 }
 

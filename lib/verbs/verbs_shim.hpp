@@ -4,6 +4,7 @@
 // (abi_compat extended, every op set) that prdma's objects sit behind. Internal to the shim.
 #pragma once
 
+#include <atomic>
 #include <infiniband/verbs.h>
 #include <memory>
 #include <mutex>
@@ -35,9 +36,16 @@ struct ShimState {
 };
 ShimState& shim_state();
 
+struct AsyncEvents; // a context's asynchronous events (verbs_async.cpp)
+
 // An open device. `vctx` first: libibverbs finds it from the ibv_context inside it.
 struct ShimContext {
     explicit ShimContext(rdma::Context opened) : context(std::move(opened)) {}
+    ShimContext(const ShimContext&) = delete;
+    ShimContext& operator=(const ShimContext&) = delete;
+    ShimContext(ShimContext&&) = delete;
+    ShimContext& operator=(ShimContext&&) = delete;
+    ~ShimContext();
 
     verbs_context vctx{};
     ShimDevice* device = nullptr;
@@ -45,10 +53,40 @@ struct ShimContext {
     // Control calls run one at a time per context (a verbs call returns when its work is done).
     std::mutex control_mutex;
     std::uint64_t last_request = 0;
+    AsyncEvents* async = nullptr; // kept (keep()) from open to close
+    // The objects made on it that are alive, and closed_bit once ibv_close_device ran: a context
+    // closed with objects left lives until the last is destroyed, because their verbs (and the
+    // inline data path, through this context's ops) still reach it.
+    std::atomic<std::uint32_t> lifetime{0};
+    static constexpr std::uint32_t closed_bit = 1U << 31;
 };
 // So the verbs_context and the ShimContext are pointer-interconvertible.
 static_assert(std::is_standard_layout_v<ShimContext>);
 ShimContext& shim_context(ibv_context* context);
+// An object made on `shim`: false, after one line naming `verb` (errno EBADF), when the context
+// has been closed. release_context when the object is destroyed; close_context at close.
+bool hold_context(ShimContext& shim, const char* verb);
+void release_context(ShimContext& shim);
+void close_context(ShimContext& shim);
+// hold_context for an object being made, released unless the object is made (kept()).
+class ContextHold {
+public:
+    ContextHold(ShimContext& shim, const char* verb)
+        : shim_(hold_context(shim, verb) ? &shim : nullptr) {}
+    ContextHold(const ContextHold&) = delete;
+    ContextHold& operator=(const ContextHold&) = delete;
+    ContextHold(ContextHold&&) = delete;
+    ContextHold& operator=(ContextHold&&) = delete;
+    ~ContextHold() {
+        if (shim_ != nullptr) {
+            release_context(*shim_);
+        }
+    }
+    explicit operator bool() const { return shim_ != nullptr; }
+    void keep() { shim_ = nullptr; } // the object now holds it
+private:
+    ShimContext* shim_;
+};
 
 // The verbs objects: each begins with the public struct libibverbs' inline verbs read, and holds
 // the prdma handle behind it.
@@ -95,6 +133,8 @@ T* keep(std::unique_ptr<T> owned) {
 // not pinned yet; appends the runs used to `used` (verbs_memory.cpp). unpin_pages drops them.
 Status pin_pages(std::uintptr_t begin, std::uintptr_t end, std::vector<std::uintptr_t>& used);
 void unpin_pages(const std::vector<std::uintptr_t>& used);
+// Whether every page of [begin, end) (page-aligned) is mapped: verbs answers EFAULT otherwise.
+bool pages_mapped(std::uintptr_t begin, std::uintptr_t end);
 // The shim object a public struct begins (what the shim handed out, never anything else).
 template <typename Shim, typename Public>
 Shim& shim_of(Public* object) {
@@ -106,6 +146,16 @@ Shim& shim_of(Public* object) {
 // `call` returns a Status, or the Result of a create whose handle is ready() once done.
 Status await_control(ShimContext& shim, std::uint64_t request_id, Status status);
 std::uint64_t next_request(ShimContext& shim);
+// A create (of a CQ or QP, with `request_id`) that pends is waited for: its handle is ready after.
+template <typename Handle>
+Status await_created(ShimContext& shim, std::uint64_t request_id, const Result<Handle>& made) {
+    if (!made.ok()) {
+        return made.error();
+    }
+    return made.value().ready()
+               ? Status{}
+               : await_control(shim, request_id, Error(StatusCode::pending, "the create pends"));
+}
 
 // ibv_access_flags as prdma's (verbs_objects.cpp): not_supported for a flag prdma lacks.
 Result<rdma::AccessFlags> access_of(unsigned access);
@@ -135,6 +185,14 @@ int query_gid_entry(ibv_context* context, std::uint32_t port_num, std::uint32_t 
                     ibv_gid_entry& out);
 // libibverbs' private GID type (driver.h's ibv_gid_type_sysfs), which ibv_devinfo prints.
 inline constexpr int gid_type_sysfs_roce_v2 = 1;
+
+// Asynchronous events (verbs_async.cpp): started at open (the context's async_fd and its watcher
+// thread), stopped when the context goes. A QP's events are handed out from create to
+// destroy; unwatch_qp_events waits until those handed out are acknowledged, as verbs' destroy.
+Status start_async_events(ShimContext& shim);
+void stop_async_events(ShimContext& shim);
+void watch_qp_events(ShimContext& shim, ibv_qp* qp);
+void unwatch_qp_events(ShimContext& shim, ibv_qp* qp);
 
 // Sets the query entries of verbs_context (query_port, query_device_ex).
 void set_context_query_ops(ShimContext& shim);

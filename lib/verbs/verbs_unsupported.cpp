@@ -98,9 +98,6 @@ int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
 int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
     return refuse_call("ibv_detach_mcast");
 }
-int ibv_get_async_event(ibv_context*, ibv_async_event*) {
-    return -refuse_call("ibv_get_async_event");
-}
 int ibv_get_pkey_index(ibv_context*, uint8_t, __be16) {
     return -refuse_call("ibv_get_pkey_index");
 }

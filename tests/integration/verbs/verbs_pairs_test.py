@@ -2,8 +2,9 @@
 """Debian's own verbs programs on both ends, each process with libprdma-verbs preloaded and its
 own swroce device on one end of a memif link, the engine on an EAL service lcore: rdma-core's
 ibv_rc_pingpong (with -g and its own buffer check) and perftest's WRITE, READ, SEND and atomic
-tests, latency and bandwidth, at sizes up to multi-packet. Each pair must exit 0 on both sides,
-print its results, leave no runtime directory and crash nowhere."""
+tests, latency and bandwidth, at sizes up to multi-packet, and ibv_asyncwatch hearing the port
+come and go. Each pair must exit 0 on both sides, print its results, leave no runtime directory
+and crash nowhere."""
 import os
 import re
 import socket
@@ -116,6 +117,31 @@ class VerbsPairsTest(unittest.TestCase):
         for kind in ('FETCH_AND_ADD', 'CMP_AND_SWAP'):
             self.expect_pair('ib_atomic_lat', ['-x', '0', '-d', 'rdma_swroce0', '-n', '100',
                                                '-A', kind], r'(?m)^ 8\s+100\s+[0-9.]+')
+
+    def test_ibv_asyncwatch_hears_the_port_come_and_go(self):
+        # rdma-core's ibv_asyncwatch on one end of the link prints each async event; a peer
+        # (ibv_devinfo on the other end) brings the link up and takes it down as it exits.
+        with tempfile.TemporaryDirectory(prefix='prdma-verbs-') as tmp:
+            sock = os.path.join(tmp, 'memif.sock')
+            env = dict(os.environ, LD_PRELOAD=SHIM)
+            watch = subprocess.Popen(
+                ['stdbuf', '-oL', 'ibv_asyncwatch', '-d', 'rdma_swroce0'],
+                env=dict(env, PRDMA_EAL_ARGS=eal(sock, True), PRDMA_LINK_WAIT='0'),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                time.sleep(1.0)  # its memif listener is up
+                peer = subprocess.run(['ibv_devinfo', '-d', 'rdma_swroce0'],
+                                      env=dict(env, PRDMA_EAL_ARGS=eal(sock, False)),
+                                      capture_output=True, text=True, timeout=60)
+                self.assertEqual(peer.returncode, 0, peer.stderr)
+                self.assertIn('PORT_ACTIVE', peer.stdout)
+                time.sleep(1.0)  # the watcher's control progress sees the link go down
+            finally:
+                watch.terminate()  # it runs until a signal, as on a kernel device
+                out, err = watch.communicate(timeout=30)
+        self.assertNotIn('libprdma-verbs:', err)
+        self.assertRegex(out, r'event_type IBV_EVENT_PORT_ACTIVE \(9\), port 1\n'
+                              r'\s*event_type IBV_EVENT_PORT_ERR \(10\), port 1\n', out + err)
 
 
 if __name__ == '__main__':

@@ -1,0 +1,284 @@
+// A verbs program (linked with libibverbs, run with libprdma-verbs preloaded: meson sets
+// LD_PRELOAD) on two swroce devices joined by a memif link inside this one process: asynchronous
+// events (a QP the device failed, handed to the context that holds it, and a destroy that waits
+// for their acknowledgement), async_fd made non-blocking, and bad use answered with verbs' error
+// numbers: a modify without a required attribute, a post on a QP in RESET, an MR over unmapped
+// memory, and verbs on a context closed with objects left.
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <future>
+#include <infiniband/verbs.h>
+#include <poll.h>
+#include <string>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Both devices, brought up by the shim from PRDMA_EAL_ARGS on the first verb.
+class VerbsAsync : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        static std::string dir = [] {
+            std::string tmpl = "/tmp/prdma-verbs-async-XXXXXX";
+            return std::string(::mkdtemp(tmpl.data()));
+        }();
+        const std::string sock = dir + "/memif.sock";
+        const std::string args = "-l 0,1 --main-lcore 0 -S 1 --no-huge -m 256 --log-level=*:error "
+                                 "--vdev=net_memif0,role=server,socket=" +
+                                 sock +
+                                 ",socket-abstract=no "
+                                 "--vdev=net_memif1,role=client,socket=" +
+                                 sock +
+                                 ",socket-abstract=no "
+                                 "--vdev=rdma_swroce0,port=net_memif0,ip=10.9.0.1,progress=service "
+                                 "--vdev=rdma_swroce1,port=net_memif1,ip=10.9.0.2,progress=service";
+        ::setenv("PRDMA_EAL_ARGS", args.c_str(), 1);
+    }
+
+    void SetUp() override {
+        int n = 0;
+        ibv_device** list = ibv_get_device_list(&n);
+        ASSERT_NE(list, nullptr);
+        for (int i = 0; i < n; ++i) {
+            const std::string name = ibv_get_device_name(list[i]);
+            if (name == "rdma_swroce0") {
+                a_ = ibv_open_device(list[i]);
+            } else if (name == "rdma_swroce1") {
+                b_ = ibv_open_device(list[i]);
+            }
+        }
+        ibv_free_device_list(list);
+        ASSERT_NE(a_, nullptr) << "no rdma_swroce0: is libprdma-verbs preloaded?";
+        ASSERT_NE(b_, nullptr);
+    }
+
+    void TearDown() override {
+        for (ibv_context* c : {a_, b_}) {
+            if (c != nullptr) {
+                EXPECT_EQ(ibv_close_device(c), 0);
+            }
+        }
+    }
+
+    struct Side {
+        ibv_pd* pd = nullptr;
+        ibv_cq* cq = nullptr;
+        ibv_qp* qp = nullptr;
+        std::vector<char> buf = std::vector<char>(4096);
+        ibv_mr* mr = nullptr;
+    };
+
+    static void make_side(ibv_context* ctx, Side& s) {
+        s.pd = ibv_alloc_pd(ctx);
+        ASSERT_NE(s.pd, nullptr);
+        s.cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+        ASSERT_NE(s.cq, nullptr);
+        ibv_qp_init_attr init{};
+        init.send_cq = s.cq;
+        init.recv_cq = s.cq;
+        init.qp_type = IBV_QPT_RC;
+        init.cap = {.max_send_wr = 8,
+                    .max_recv_wr = 8,
+                    .max_send_sge = 1,
+                    .max_recv_sge = 1,
+                    .max_inline_data = 0};
+        s.qp = ibv_create_qp(s.pd, &init);
+        ASSERT_NE(s.qp, nullptr);
+        s.mr = ibv_reg_mr(s.pd, s.buf.data(), s.buf.size(),
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+        ASSERT_NE(s.mr, nullptr);
+    }
+
+    static void connect(ibv_context* ctx, ibv_qp* qp, ibv_context* peer_ctx, ibv_qp* peer) {
+        ibv_qp_attr attr{};
+        attr.qp_state = IBV_QPS_INIT;
+        attr.port_num = 1;
+        attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+        ASSERT_EQ(
+            ibv_modify_qp(qp, &attr,
+                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+            0);
+        attr = {};
+        attr.qp_state = IBV_QPS_RTR;
+        attr.path_mtu = IBV_MTU_1024;
+        attr.dest_qp_num = peer->qp_num;
+        attr.rq_psn = 0;
+        attr.max_dest_rd_atomic = 1;
+        attr.min_rnr_timer = 12;
+        attr.ah_attr.is_global = 1;
+        attr.ah_attr.port_num = 1;
+        attr.ah_attr.grh.hop_limit = 64;
+        ASSERT_EQ(ibv_query_gid(peer_ctx, 1, 0, &attr.ah_attr.grh.dgid), 0);
+        (void)ctx;
+        ASSERT_EQ(ibv_modify_qp(qp, &attr,
+                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                    IBV_QP_MIN_RNR_TIMER),
+                  0);
+        attr = {};
+        attr.qp_state = IBV_QPS_RTS;
+        attr.timeout = 14;
+        attr.retry_cnt = 7;
+        attr.rnr_retry = 7;
+        attr.sq_psn = 0;
+        attr.max_rd_atomic = 1;
+        ASSERT_EQ(ibv_modify_qp(qp, &attr,
+                                IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                    IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
+                  0);
+    }
+
+    static void free_side(Side& s) {
+        EXPECT_EQ(ibv_dereg_mr(s.mr), 0);
+        EXPECT_EQ(ibv_destroy_qp(s.qp), 0);
+        EXPECT_EQ(ibv_destroy_cq(s.cq), 0);
+        EXPECT_EQ(ibv_dealloc_pd(s.pd), 0);
+    }
+
+    // The next event on ctx, waited for with poll() on its async_fd (made non-blocking).
+    static bool next_event(ibv_context* ctx, ibv_async_event& event,
+                           std::chrono::milliseconds wait) {
+        pollfd fd{.fd = ctx->async_fd, .events = POLLIN, .revents = 0};
+        if (::poll(&fd, 1, static_cast<int>(wait.count())) != 1) {
+            return false;
+        }
+        return ibv_get_async_event(ctx, &event) == 0;
+    }
+
+    static void make_nonblocking(ibv_context* ctx) {
+        const int flags = ::fcntl(ctx->async_fd, F_GETFL);
+        ASSERT_EQ(::fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK), 0);
+    }
+
+    ibv_context* a_ = nullptr;
+    ibv_context* b_ = nullptr;
+};
+
+TEST_F(VerbsAsync, NothingWaitsOnANewContext) {
+    ASSERT_GE(a_->async_fd, 0);
+    make_nonblocking(a_);
+    ibv_async_event event{};
+    errno = 0;
+    EXPECT_EQ(ibv_get_async_event(a_, &event), -1);
+    EXPECT_EQ(errno, EAGAIN);
+}
+
+TEST_F(VerbsAsync, AFailedQpIsReportedToItsContextAndItsDestroyWaitsForTheAck) {
+    Side a;
+    Side b;
+    make_side(a_, a);
+    make_side(b_, b);
+    connect(a_, a.qp, b_, b.qp);
+    connect(b_, b.qp, a_, a.qp);
+    make_nonblocking(a_);
+    make_nonblocking(b_);
+
+    // A WRITE with a key B never gave: B answers with a remote access NAK, and A's device moves
+    // the QP to ERR itself.
+    ibv_sge sge{
+        .addr = reinterpret_cast<std::uintptr_t>(a.buf.data()), .length = 64, .lkey = a.mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = 7;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(b.buf.data());
+    wr.wr.rdma.rkey = b.mr->rkey ^ 0x5a5a00U;
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+    ibv_wc wc{};
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (ibv_poll_cq(a.cq, 1, &wc) == 0) {
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no completion";
+    }
+    EXPECT_EQ(wc.wr_id, 7U);
+    EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+
+    ibv_async_event fatal{};
+    ASSERT_TRUE(next_event(a_, fatal, 5000ms)) << "no async event for the failed QP";
+    EXPECT_EQ(fatal.event_type, IBV_EVENT_QP_FATAL);
+    EXPECT_EQ(fatal.element.qp, a.qp);
+    ibv_async_event last{};
+    ASSERT_TRUE(next_event(a_, last, 5000ms));
+    EXPECT_EQ(last.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+    EXPECT_EQ(last.element.qp, a.qp);
+    // IBTA (and rxe): a responder that NAKs a remote access error leaves its QP in ERR too.
+    ibv_async_event responder{};
+    ASSERT_TRUE(next_event(b_, responder, 5000ms));
+    EXPECT_EQ(responder.event_type, IBV_EVENT_QP_FATAL);
+    EXPECT_EQ(responder.element.qp, b.qp);
+    ibv_ack_async_event(&responder);
+
+    // As verbs: the destroy returns once both events handed out are acknowledged.
+    auto destroyed = std::async(std::launch::async, [&] { return ibv_destroy_qp(a.qp); });
+    EXPECT_EQ(destroyed.wait_for(200ms), std::future_status::timeout);
+    ibv_ack_async_event(&fatal);
+    ibv_ack_async_event(&last);
+    ASSERT_EQ(destroyed.wait_for(10s), std::future_status::ready);
+    EXPECT_EQ(destroyed.get(), 0);
+    a.qp = nullptr;
+
+    EXPECT_EQ(ibv_dereg_mr(a.mr), 0);
+    EXPECT_EQ(ibv_destroy_cq(a.cq), 0);
+    EXPECT_EQ(ibv_dealloc_pd(a.pd), 0);
+    free_side(b);
+}
+
+TEST_F(VerbsAsync, BadUseGetsVerbsErrorNumbers) {
+    Side a;
+    make_side(a_, a);
+
+    // RESET to INIT needs the port.
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_INIT;
+    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    EXPECT_EQ(ibv_modify_qp(a.qp, &attr, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS), EINVAL);
+
+    // A post on a QP in RESET.
+    ibv_sge sge{
+        .addr = reinterpret_cast<std::uintptr_t>(a.buf.data()), .length = 8, .lkey = a.mr->lkey};
+    ibv_send_wr wr{};
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    ibv_send_wr* bad = nullptr;
+    EXPECT_EQ(ibv_post_send(a.qp, &wr, &bad), EINVAL);
+    EXPECT_EQ(bad, &wr);
+
+    // An MR over pages that are not mapped.
+    const long page = ::sysconf(_SC_PAGESIZE);
+    void* gone =
+        ::mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(gone, MAP_FAILED);
+    ASSERT_EQ(::munmap(gone, 4 * page), 0);
+    errno = 0;
+    EXPECT_EQ(ibv_reg_mr(a.pd, gone, 4 * page, IBV_ACCESS_LOCAL_WRITE), nullptr);
+    EXPECT_EQ(errno, EFAULT);
+
+    // Closed with objects left: the close succeeds, as verbs', new objects are refused, and the
+    // objects left are still destroyed cleanly (the last one frees the context).
+    EXPECT_EQ(ibv_close_device(a_), 0);
+    ibv_context* closed = a_;
+    a_ = nullptr;
+    errno = 0;
+    EXPECT_EQ(ibv_alloc_pd(closed), nullptr);
+    EXPECT_EQ(errno, EBADF);
+    EXPECT_EQ(ibv_create_cq(closed, 4, nullptr, nullptr, 0), nullptr);
+    EXPECT_EQ(errno, EBADF);
+    EXPECT_EQ(ibv_reg_mr(a.pd, a.buf.data(), 64, IBV_ACCESS_LOCAL_WRITE), nullptr);
+    EXPECT_EQ(errno, EBADF);
+    free_side(a);
+}
+
+} // namespace
