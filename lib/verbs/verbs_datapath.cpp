@@ -21,20 +21,23 @@ struct Burst {
     std::size_t count = 0;
 };
 
-// The WR's SGEs into `wr`: the one inline, more in `room`.
+// The WR's SGEs into `wr`: one in the WR itself, more in `room` (never touched for one or none).
 template <typename Wr>
-bool take_sges(const ibv_sge* list, int num_sge, Wr& wr, std::array<rdma::Sge, max_sge>& room) {
-    if (num_sge < 0 || static_cast<std::size_t>(num_sge) > max_sge) {
+bool take_sges(const ibv_sge* list, int num_sge, Wr& wr, rdma::Sge* room) {
+    if (num_sge < 0 || static_cast<std::size_t>(num_sge) > max_sge ||
+        (num_sge > 1 && room == nullptr)) {
         return false;
     }
     wr.num_sge = static_cast<std::uint8_t>(num_sge);
+    if (num_sge == 1) {
+        wr.sge = {list[0].addr, list[0].length, list[0].lkey};
+        return true;
+    }
     for (int i = 0; i < num_sge; ++i) {
         room[i] = {list[i].addr, list[i].length, list[i].lkey};
     }
-    if (num_sge == 1) {
-        wr.sge = room[0];
-    } else if (num_sge > 1) {
-        wr.sg_list = room.data();
+    if (num_sge > 1) {
+        wr.sg_list = room;
     }
     return true;
 }
@@ -73,7 +76,7 @@ bool opcode_of(ibv_wr_opcode opcode, rdma::WrOpcode& out) {
     }
 }
 
-bool convert(const ibv_send_wr& in, rdma::SendWr& out, std::array<rdma::Sge, max_sge>& room) {
+bool convert(const ibv_send_wr& in, rdma::SendWr& out, rdma::Sge* room) {
     out = rdma::SendWr{};
     out.wr_id = in.wr_id;
     const unsigned known =
@@ -114,35 +117,56 @@ bool convert(const ibv_send_wr& in, rdma::SendWr& out, std::array<rdma::Sge, max
     return true;
 }
 
-bool convert(const ibv_recv_wr& in, rdma::RecvWr& out, std::array<rdma::Sge, max_sge>& room) {
+bool convert(const ibv_recv_wr& in, rdma::RecvWr& out, rdma::Sge* room) {
     out = rdma::RecvWr{};
     out.wr_id = in.wr_id;
     return take_sges(in.sg_list, in.num_sge, out, room);
+}
+
+// The verb's error number for a post prdma refused: a full queue is ENOMEM, as verbs has it; a QP
+// in a state that takes no posts is EINVAL, as rxe answers (not a timeout).
+int post_errno(StatusCode reason) {
+    return reason == StatusCode::not_connected ? EINVAL : errno_of(reason);
 }
 
 // Posts what is converted; on a refusal or a WR it cannot convert, *bad names the first WR not
 // posted and the verb's error number is returned.
 template <typename VerbsWr, typename Wr, typename Post>
 int post_chain(VerbsWr* wr, VerbsWr** bad, Post&& post) {
+    if (wr != nullptr && wr->next == nullptr && wr->num_sge <= 1) {
+        // One WR with one SGE or none, what most programs post: converted on the stack.
+        Wr one;
+        if (!convert(*wr, one, nullptr)) {
+            *bad = wr;
+            return EINVAL;
+        }
+        const rdma::PostResult result = post(std::span<const Wr>(&one, 1));
+        if (result.posted == 0) {
+            *bad = wr;
+            return post_errno(result.reason);
+        }
+        return 0;
+    }
     // Per thread and made once: a burst's room is 12 KiB that a post must not clear each time.
     thread_local Burst<Wr> b;
     while (wr != nullptr) {
-        std::array<VerbsWr*, burst> from{};
+        VerbsWr* const first = wr;
         b.count = 0;
         int unconvertible = 0;
         for (; wr != nullptr && b.count < burst; wr = wr->next) {
-            if (!convert(*wr, b.wrs[b.count], b.sges[b.count])) {
+            if (!convert(*wr, b.wrs[b.count], b.sges[b.count].data())) {
                 unconvertible = EINVAL;
                 break;
             }
-            from[b.count++] = wr;
+            ++b.count;
         }
         const rdma::PostResult result = post(std::span<const Wr>(b.wrs.data(), b.count));
         if (result.posted < b.count) {
-            *bad = from[result.posted];
-            // A full queue is ENOMEM, as verbs has it; a QP in a state that takes no posts is
-            // EINVAL, as rxe answers (not a timeout).
-            return result.reason == StatusCode::not_connected ? EINVAL : errno_of(result.reason);
+            *bad = first;
+            for (std::size_t i = 0; i < result.posted; ++i) {
+                *bad = (*bad)->next;
+            }
+            return post_errno(result.reason);
         }
         if (unconvertible != 0) {
             *bad = wr;
@@ -240,12 +264,13 @@ void convert(const rdma::WorkCompletion& in, ibv_wc& out) {
 }
 
 int poll_cq_op(ibv_cq* cq, int num_entries, ibv_wc* wc) {
-    const rdma::CompletionQueue& handle = *shim_of<ShimCq>(cq).handle;
-    thread_local std::array<rdma::WorkCompletion, burst> got; // made once: not cleared per poll
+    const ShimCq& shim = shim_of<ShimCq>(cq);
+    const rdma::CompletionQueue& handle = *shim.handle;
+    CompletionRoom& got = *shim.room; // the CQ's: made once, not cleared per poll
     int total = 0;
     while (total < num_entries) {
         const std::size_t want =
-            std::min<std::size_t>(burst, static_cast<std::size_t>(num_entries - total));
+            std::min<std::size_t>(got.size(), static_cast<std::size_t>(num_entries - total));
         const std::uint16_t n = rdma::poll_cq(handle, std::span(got.data(), want));
         for (std::uint16_t i = 0; i < n; ++i) {
             convert(got[i], wc[total + i]);

@@ -218,6 +218,7 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
     }
     made->handle =
         prdma::verbs::keep(std::make_unique<prdma::rdma::CompletionQueue>(std::move(cq.value())));
+    made->room = prdma::verbs::keep(std::make_unique<prdma::verbs::CompletionRoom>());
     made->cq.context = context;
     made->cq.cq_context = cq_context;
     made->cq.cqe = cqe;
@@ -236,6 +237,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
         return error;
     }
     prdma::verbs::release_kept(shim->handle);
+    prdma::verbs::release_kept(shim->room);
     prdma::verbs::detach_from_channel(cq, shim->event_fd);
     pthread_cond_destroy(&cq->cond);
     pthread_mutex_destroy(&cq->mutex);

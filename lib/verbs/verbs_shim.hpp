@@ -4,6 +4,7 @@
 // (abi_compat extended, every op set) that prdma's objects sit behind. Internal to the shim.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <infiniband/verbs.h>
 #include <memory>
@@ -105,10 +106,14 @@ struct ShimMr {
     ibv_mr mr{};
     MrParts* parts = nullptr;
 };
+// Where a poll gathers prdma's completions before converting them: one per CQ, as a CQ is polled
+// by one thread at a time.
+using CompletionRoom = std::array<rdma::WorkCompletion, 32>;
 struct ShimCq {
     ibv_cq cq{};
     rdma::CompletionQueue* handle = nullptr;
-    int event_fd = -1; // its eventfd in its channel's epoll set (verbs_events.cpp)
+    CompletionRoom* room = nullptr; // kept with the handle
+    int event_fd = -1;              // its eventfd in its channel's epoll set (verbs_events.cpp)
 };
 struct ShimQp {
     ibv_qp qp{};
