@@ -162,10 +162,11 @@ int post_chain(VerbsWr* wr, VerbsWr** bad, Post&& post) {
         }
         const rdma::PostResult result = post(std::span<const Wr>(b.wrs.data(), b.count));
         if (result.posted < b.count) {
-            *bad = first;
-            for (std::size_t i = 0; i < result.posted; ++i) {
-                *bad = (*bad)->next;
+            VerbsWr* refused = first; // the WR `posted` after the burst's first
+            for (std::size_t i = 0; i < result.posted && refused != nullptr; ++i) {
+                refused = refused->next;
             }
+            *bad = refused;
             return post_errno(result.reason);
         }
         if (unconvertible != 0) {
@@ -187,6 +188,8 @@ int post_recv_op(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     return post_chain<ibv_recv_wr, rdma::RecvWr>(
         wr, bad, [&](std::span<const rdma::RecvWr> wrs) { return rdma::post_recv(handle, wrs); });
 }
+
+} // namespace
 
 ibv_wc_status wc_status(rdma::WcStatus status) {
     switch (status) {
@@ -245,7 +248,7 @@ ibv_wc_opcode wc_opcode(rdma::WcOpcode opcode) {
     return IBV_WC_RECV_RDMA_WITH_IMM;
 }
 
-void convert(const rdma::WorkCompletion& in, ibv_wc& out) {
+void to_verbs_wc(const rdma::WorkCompletion& in, ibv_wc& out) {
     out = {};
     out.wr_id = in.wr_id;
     out.status = wc_status(in.status);
@@ -263,18 +266,24 @@ void convert(const rdma::WorkCompletion& in, ibv_wc& out) {
     }
 }
 
+namespace {
+
 int poll_cq_op(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     const ShimCq& shim = shim_of<ShimCq>(cq);
-    const rdma::CompletionQueue& handle = *shim.handle;
-    CompletionRoom& got = *shim.room; // the CQ's: made once, not cleared per poll
+    CompletionRoom& room = *shim.room; // the CQ's: made once, not cleared per poll
     int total = 0;
+    // What an extended poll left comes first (never called inside one: verbs forbids it).
+    while (room.next < room.held && total < num_entries) {
+        to_verbs_wc(room.wcs[room.next++], wc[total++]);
+    }
     while (total < num_entries) {
         const std::size_t want =
-            std::min<std::size_t>(got.size(), static_cast<std::size_t>(num_entries - total));
-        const std::uint16_t n = rdma::poll_cq(handle, std::span(got.data(), want));
+            std::min<std::size_t>(room.wcs.size(), static_cast<std::size_t>(num_entries - total));
+        const std::uint16_t n = rdma::poll_cq(*shim.handle, std::span(room.wcs.data(), want));
         for (std::uint16_t i = 0; i < n; ++i) {
-            convert(got[i], wc[total + i]);
+            to_verbs_wc(room.wcs[i], wc[total + i]);
         }
+        room.next = room.held = 0;
         total += n;
         if (n < want) {
             break;

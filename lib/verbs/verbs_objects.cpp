@@ -111,6 +111,49 @@ ibv_mr* register_region(const char* verb, ibv_pd* pd, void* addr, std::size_t le
 }
 
 } // namespace
+
+ShimCq* make_cq(const char* verb, ibv_context* context, int cqe, void* cq_context,
+                ibv_comp_channel* channel) {
+    if (cqe <= 0) {
+        refuse(verb, EINVAL, "a CQ needs at least one entry");
+        return nullptr;
+    }
+    ShimContext& shim = shim_context(context);
+    ContextHold hold(shim, verb);
+    if (!hold) {
+        return nullptr;
+    }
+    auto made = std::make_unique<ShimCq>();
+    ibv_cq* cq = ibv_cq_ex_to_cq(&made->cq);
+    if (channel != nullptr) {
+        Result<int> fd = attach_to_channel(channel, cq);
+        if (!fd.ok()) {
+            refuse(verb, errno_of(fd.error().code()), fd.error().message());
+            return nullptr;
+        }
+        made->event_fd = fd.value();
+        made->cq.channel = channel;
+    }
+    const std::lock_guard lock(shim.control_mutex);
+    const std::uint64_t request = next_request(shim);
+    Result<rdma::CompletionQueue> created =
+        shim.context.create_cq(static_cast<std::uint32_t>(cqe), 0, request, made->event_fd);
+    if (const Status status = await_created(shim, request, created); !status.ok()) {
+        detach_from_channel(cq, made->event_fd);
+        refuse(verb, errno_of(status.error().code()), status.error().message());
+        return nullptr;
+    }
+    made->handle = keep(std::make_unique<rdma::CompletionQueue>(std::move(created.value())));
+    made->room = keep(std::make_unique<CompletionRoom>());
+    made->cq.context = context;
+    made->cq.cq_context = cq_context;
+    made->cq.cqe = cqe;
+    pthread_mutex_init(&made->cq.mutex, nullptr);
+    pthread_cond_init(&made->cq.cond, nullptr);
+    hold.keep();
+    return made.release(); // the caller's until ibv_destroy_cq
+}
+
 } // namespace prdma::verbs
 
 using prdma::verbs::refuse;
@@ -185,47 +228,8 @@ int ibv_dereg_mr(ibv_mr* mr) {
 
 ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
                       int) {
-    if (cqe <= 0) {
-        refuse("ibv_create_cq", EINVAL, "a CQ needs at least one entry");
-        return nullptr;
-    }
-    ShimContext& shim = prdma::verbs::shim_context(context);
-    prdma::verbs::ContextHold hold(shim, "ibv_create_cq");
-    if (!hold) {
-        return nullptr;
-    }
-    auto made = std::make_unique<ShimCq>();
-    if (channel != nullptr) {
-        prdma::Result<int> fd = prdma::verbs::attach_to_channel(channel, &made->cq);
-        if (!fd.ok()) {
-            refuse("ibv_create_cq", prdma::verbs::errno_of(fd.error().code()),
-                   fd.error().message());
-            return nullptr;
-        }
-        made->event_fd = fd.value();
-        made->cq.channel = channel;
-    }
-    const std::lock_guard lock(shim.control_mutex);
-    const std::uint64_t request = prdma::verbs::next_request(shim);
-    prdma::Result<prdma::rdma::CompletionQueue> cq =
-        shim.context.create_cq(static_cast<std::uint32_t>(cqe), 0, request, made->event_fd);
-    const prdma::Status status = prdma::verbs::await_created(shim, request, cq);
-    if (!status.ok()) {
-        prdma::verbs::detach_from_channel(&made->cq, made->event_fd);
-        refuse("ibv_create_cq", prdma::verbs::errno_of(status.error().code()),
-               status.error().message());
-        return nullptr;
-    }
-    made->handle =
-        prdma::verbs::keep(std::make_unique<prdma::rdma::CompletionQueue>(std::move(cq.value())));
-    made->room = prdma::verbs::keep(std::make_unique<prdma::verbs::CompletionRoom>());
-    made->cq.context = context;
-    made->cq.cq_context = cq_context;
-    made->cq.cqe = cqe;
-    pthread_mutex_init(&made->cq.mutex, nullptr);
-    pthread_cond_init(&made->cq.cond, nullptr);
-    hold.keep();
-    return &made.release()->cq;
+    ShimCq* made = prdma::verbs::make_cq("ibv_create_cq", context, cqe, cq_context, channel);
+    return made != nullptr ? ibv_cq_ex_to_cq(&made->cq) : nullptr;
 }
 
 int ibv_destroy_cq(ibv_cq* cq) {

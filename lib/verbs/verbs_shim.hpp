@@ -107,10 +107,18 @@ struct ShimMr {
     MrParts* parts = nullptr;
 };
 // Where a poll gathers prdma's completions before converting them: one per CQ, as a CQ is polled
-// by one thread at a time.
-using CompletionRoom = std::array<rdma::WorkCompletion, 32>;
+// by one thread at a time. [next, held) were polled but not yet handed out: what an extended CQ's
+// reader left (verbs_cq_ex.cpp), handed out first by either kind of poll.
+struct CompletionRoom {
+    std::array<rdma::WorkCompletion, 32> wcs;
+    std::uint16_t next = 0;
+    std::uint16_t held = 0;
+    bool reading = false; // an extended poll is on wcs[next]
+};
+// Every CQ is an extended one (ibv_cq_ex begins as ibv_cq does), so either kind of poll works on
+// it; ibv_create_cq hands out its ibv_cq.
 struct ShimCq {
-    ibv_cq cq{};
+    ibv_cq_ex cq{};
     rdma::CompletionQueue* handle = nullptr;
     CompletionRoom* room = nullptr; // kept with the handle
     int event_fd = -1;              // its eventfd in its channel's epoll set (verbs_events.cpp)
@@ -198,6 +206,16 @@ Status start_async_events(ShimContext& shim);
 void stop_async_events(ShimContext& shim);
 void watch_qp_events(ShimContext& shim, ibv_qp* qp);
 void unwatch_qp_events(ShimContext& shim, ibv_qp* qp);
+
+// A CQ for ibv_create_cq and ibv_create_cq_ex (verbs_objects.cpp): null after one line naming
+// `verb`. The extended verb adds its readers (verbs_cq_ex.cpp).
+ShimCq* make_cq(const char* verb, ibv_context* context, int cqe, void* cq_context,
+                ibv_comp_channel* channel);
+ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* attr);
+// prdma's completion in ibv_wc's form (verbs_datapath.cpp), and its parts.
+void to_verbs_wc(const rdma::WorkCompletion& in, ibv_wc& out);
+ibv_wc_opcode wc_opcode(rdma::WcOpcode opcode);
+ibv_wc_status wc_status(rdma::WcStatus status);
 
 // Sets the query entries of verbs_context (query_port, query_device_ex).
 void set_context_query_ops(ShimContext& shim);

@@ -46,6 +46,7 @@ void set_context_ops(ShimContext& shim) {
     ibv_context_ops& ops = shim.vctx.context.ops;
     ops.req_notify_cq = req_notify_cq_op; // verbs_events.cpp
     set_data_path_ops(shim);
+    shim.vctx.create_cq_ex = create_cq_ex_op; // verbs_cq_ex.cpp
     ops.post_srq_recv = post_srq_recv_op;
     ops.alloc_mw = alloc_mw_op;
     ops.bind_mw = bind_mw_op;

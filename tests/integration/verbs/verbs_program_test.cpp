@@ -1,9 +1,11 @@
 // A verbs program (linked with libibverbs, run with libprdma-verbs preloaded: meson sets
 // LD_PRELOAD) on two swroce devices joined by a memif link inside this one process: asynchronous
 // events (a QP the device failed, handed to the context that holds it, and a destroy that waits
-// for their acknowledgement), async_fd made non-blocking, and bad use answered with verbs' error
-// numbers: a modify without a required attribute, a post on a QP in RESET, an MR over unmapped
-// memory, and verbs on a context closed with objects left.
+// for their acknowledgement), async_fd made non-blocking, extended CQs read one completion at a
+// time, and bad use answered with verbs' error numbers: a modify without a required attribute, a
+// post on a QP in RESET, an MR over unmapped memory, and verbs on a context closed with objects
+// left.
+#include <arpa/inet.h>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -25,7 +27,7 @@ namespace {
 using namespace std::chrono_literals;
 
 // Both devices, brought up by the shim from PRDMA_EAL_ARGS on the first verb.
-class VerbsAsync : public ::testing::Test {
+class VerbsProgram : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
         static std::string dir = [] {
@@ -73,15 +75,26 @@ protected:
     struct Side {
         ibv_pd* pd = nullptr;
         ibv_cq* cq = nullptr;
+        ibv_cq_ex* cq_ex = nullptr;
         ibv_qp* qp = nullptr;
         std::vector<char> buf = std::vector<char>(4096);
         ibv_mr* mr = nullptr;
     };
 
-    static void make_side(ibv_context* ctx, Side& s) {
+    // With `wc_flags`, the CQ is an extended one (ibv_create_cq_ex) asking for those fields.
+    static void make_side(ibv_context* ctx, Side& s, std::uint64_t wc_flags = 0) {
         s.pd = ibv_alloc_pd(ctx);
         ASSERT_NE(s.pd, nullptr);
-        s.cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+        if (wc_flags != 0) {
+            ibv_cq_init_attr_ex attr{};
+            attr.cqe = 16;
+            attr.wc_flags = wc_flags;
+            s.cq_ex = ibv_create_cq_ex(ctx, &attr);
+            ASSERT_NE(s.cq_ex, nullptr);
+            s.cq = ibv_cq_ex_to_cq(s.cq_ex);
+        } else {
+            s.cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+        }
         ASSERT_NE(s.cq, nullptr);
         ibv_qp_init_attr init{};
         init.send_cq = s.cq;
@@ -164,7 +177,7 @@ protected:
     ibv_context* b_ = nullptr;
 };
 
-TEST_F(VerbsAsync, NothingWaitsOnANewContext) {
+TEST_F(VerbsProgram, NothingWaitsOnANewContext) {
     ASSERT_GE(a_->async_fd, 0);
     make_nonblocking(a_);
     ibv_async_event event{};
@@ -173,7 +186,7 @@ TEST_F(VerbsAsync, NothingWaitsOnANewContext) {
     EXPECT_EQ(errno, EAGAIN);
 }
 
-TEST_F(VerbsAsync, AFailedQpIsReportedToItsContextAndItsDestroyWaitsForTheAck) {
+TEST_F(VerbsProgram, AFailedQpIsReportedToItsContextAndItsDestroyWaitsForTheAck) {
     Side a;
     Side b;
     make_side(a_, a);
@@ -235,7 +248,7 @@ TEST_F(VerbsAsync, AFailedQpIsReportedToItsContextAndItsDestroyWaitsForTheAck) {
     free_side(b);
 }
 
-TEST_F(VerbsAsync, BadUseGetsVerbsErrorNumbers) {
+TEST_F(VerbsProgram, BadUseGetsVerbsErrorNumbers) {
     Side a;
     make_side(a_, a);
 
@@ -279,6 +292,98 @@ TEST_F(VerbsAsync, BadUseGetsVerbsErrorNumbers) {
     EXPECT_EQ(ibv_reg_mr(a.pd, a.buf.data(), 64, IBV_ACCESS_LOCAL_WRITE), nullptr);
     EXPECT_EQ(errno, EBADF);
     free_side(a);
+}
+
+TEST_F(VerbsProgram, AnExtendedCqHandsOutEachCompletionOnceHoweverItIsPolled) {
+    Side a;
+    Side b;
+    make_side(a_, a);
+    make_side(b_, b, IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM);
+    connect(a_, a.qp, b_, b.qp);
+    connect(b_, b.qp, a_, a.qp);
+    constexpr int count = 6;
+    for (int i = 0; i < count; ++i) {
+        ibv_sge sge{.addr = reinterpret_cast<std::uintptr_t>(b.buf.data()) + 64U * i,
+                    .length = 64,
+                    .lkey = b.mr->lkey};
+        ibv_recv_wr wr{};
+        wr.wr_id = 100U + i;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_recv(b.qp, &wr, &bad), 0);
+    }
+    for (int i = 0; i < count; ++i) {
+        ibv_sge sge{.addr = reinterpret_cast<std::uintptr_t>(a.buf.data()),
+                    .length = 8,
+                    .lkey = a.mr->lkey};
+        ibv_send_wr wr{};
+        wr.wr_id = static_cast<std::uint64_t>(i);
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_SEND_WITH_IMM;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.imm_data = htonl(0x1000U + i);
+        ibv_send_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    std::array<ibv_wc, count> sent{};
+    for (int got = 0; got < count;) {
+        got += ibv_poll_cq(a.cq, count - got, sent.data() + got);
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "sends not completed";
+    }
+
+    // Two completions read field by field, then the poll ends early.
+    ibv_poll_cq_attr attr{};
+    int status = ENOENT;
+    while ((status = ibv_start_poll(b.cq_ex, &attr)) == ENOENT) {
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no receive completion";
+    }
+    ASSERT_EQ(status, 0);
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(b.cq_ex->status, IBV_WC_SUCCESS);
+        EXPECT_EQ(b.cq_ex->wr_id, 100U + i);
+        EXPECT_EQ(ibv_wc_read_opcode(b.cq_ex), IBV_WC_RECV);
+        EXPECT_EQ(ibv_wc_read_byte_len(b.cq_ex), 8U);
+        EXPECT_NE(ibv_wc_read_wc_flags(b.cq_ex) & IBV_WC_WITH_IMM, 0U);
+        EXPECT_EQ(ntohl(ibv_wc_read_imm_data(b.cq_ex)), 0x1000U + i);
+        EXPECT_EQ(ibv_wc_read_qp_num(b.cq_ex), b.qp->qp_num);
+        if (i == 0) {
+            while ((status = ibv_next_poll(b.cq_ex)) == ENOENT) {
+                ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+            }
+            ASSERT_EQ(status, 0);
+        }
+    }
+    ibv_end_poll(b.cq_ex);
+
+    // The rest, through ibv_poll_cq: none lost to the early end, none handed out twice.
+    std::array<ibv_wc, count> rest{};
+    for (int got = 0; got < count - 2;) {
+        got += ibv_poll_cq(b.cq, count - 2 - got, rest.data() + got);
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "receive completions lost";
+    }
+    for (int i = 0; i < count - 2; ++i) {
+        EXPECT_EQ(rest[i].wr_id, 102U + i);
+        EXPECT_EQ(ntohl(rest[i].imm_data), 0x1002U + i);
+    }
+    EXPECT_EQ(ibv_start_poll(b.cq_ex, &attr), ENOENT) << "a completion handed out twice";
+    free_side(a);
+    free_side(b);
+}
+
+TEST_F(VerbsProgram, AnExtendedCqRefusesFieldsItCannotFill) {
+    ibv_cq_init_attr_ex attr{};
+    attr.cqe = 4;
+    attr.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+    errno = 0;
+    EXPECT_EQ(ibv_create_cq_ex(a_, &attr), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    attr.wc_flags = IBV_WC_EX_WITH_BYTE_LEN;
+    attr.comp_vector = 1; // one vector: 0
+    EXPECT_EQ(ibv_create_cq_ex(a_, &attr), nullptr);
+    EXPECT_EQ(errno, EINVAL);
 }
 
 } // namespace
