@@ -123,12 +123,6 @@ bool convert(const ibv_recv_wr& in, rdma::RecvWr& out, rdma::Sge* room) {
     return take_sges(in.sg_list, in.num_sge, out, room);
 }
 
-// The verb's error number for a post prdma refused: a full queue is ENOMEM, as verbs has it; a QP
-// in a state that takes no posts is EINVAL, as rxe answers (not a timeout).
-int post_errno(StatusCode reason) {
-    return reason == StatusCode::not_connected ? EINVAL : errno_of(reason);
-}
-
 // Posts what is converted; on a refusal or a WR it cannot convert, *bad names the first WR not
 // posted and the verb's error number is returned.
 template <typename VerbsWr, typename Wr, typename Post>
@@ -190,6 +184,12 @@ int post_recv_op(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 }
 
 } // namespace
+
+// A full queue is ENOMEM, as verbs has it; a QP in a state that takes no posts is EINVAL, as rxe
+// answers (not a timeout).
+int post_errno(StatusCode reason) {
+    return reason == StatusCode::not_connected ? EINVAL : errno_of(reason);
+}
 
 ibv_wc_status wc_status(rdma::WcStatus status) {
     switch (status) {

@@ -183,6 +183,40 @@ Result<std::unique_ptr<ShimQp>> make_qp(ShimContext& context, ibv_pd* pd,
 }
 
 } // namespace
+
+ShimQp* create_qp(const char* verb, ibv_pd* pd, ibv_qp_init_attr* init) {
+    if (pd == nullptr || init == nullptr) {
+        refuse(verb, EINVAL, "no PD or no attributes");
+        return nullptr;
+    }
+    ShimContext& context = shim_context(pd->context);
+    ContextHold hold(context, verb);
+    if (!hold) {
+        return nullptr;
+    }
+    Result<std::unique_ptr<ShimQp>> made = make_qp(context, pd, *init);
+    if (!made.ok()) {
+        refuse(verb, errno_of(made.error().code()), made.error().message());
+        return nullptr;
+    }
+    ibv_qp& qp = made.value()->qpx.qp_base;
+    qp.context = pd->context;
+    qp.qp_context = init->qp_context;
+    qp.pd = pd;
+    qp.send_cq = init->send_cq;
+    qp.recv_cq = init->recv_cq;
+    qp.qp_num = made.value()->handle->qpn();
+    qp.handle = qp.qp_num;
+    qp.state = IBV_QPS_RESET;
+    qp.qp_type = IBV_QPT_RC;
+    pthread_mutex_init(&qp.mutex, nullptr);
+    pthread_cond_init(&qp.cond, nullptr);
+    watch_qp_events(context, &qp);
+    init->cap = verbs_caps(made.value()->caps); // what the QP got, as verbs reports it
+    hold.keep();
+    return made.value().release(); // the caller's until ibv_destroy_qp
+}
+
 } // namespace prdma::verbs
 
 using prdma::verbs::refuse;
@@ -193,37 +227,8 @@ using prdma::verbs::ShimQp;
 extern "C" {
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
-    if (pd == nullptr || qp_init_attr == nullptr) {
-        refuse("ibv_create_qp", EINVAL, "no PD or no attributes");
-        return nullptr;
-    }
-    ShimContext& context = prdma::verbs::shim_context(pd->context);
-    prdma::verbs::ContextHold hold(context, "ibv_create_qp");
-    if (!hold) {
-        return nullptr;
-    }
-    prdma::Result<std::unique_ptr<ShimQp>> made = prdma::verbs::make_qp(context, pd, *qp_init_attr);
-    if (!made.ok()) {
-        refuse("ibv_create_qp", prdma::verbs::errno_of(made.error().code()),
-               made.error().message());
-        return nullptr;
-    }
-    ShimQp& shim = *made.value();
-    shim.qp.context = pd->context;
-    shim.qp.qp_context = qp_init_attr->qp_context;
-    shim.qp.pd = pd;
-    shim.qp.send_cq = qp_init_attr->send_cq;
-    shim.qp.recv_cq = qp_init_attr->recv_cq;
-    shim.qp.qp_num = shim.handle->qpn();
-    shim.qp.handle = shim.qp.qp_num;
-    shim.qp.state = IBV_QPS_RESET;
-    shim.qp.qp_type = IBV_QPT_RC;
-    pthread_mutex_init(&shim.qp.mutex, nullptr);
-    pthread_cond_init(&shim.qp.cond, nullptr);
-    prdma::verbs::watch_qp_events(context, &shim.qp);
-    qp_init_attr->cap = prdma::verbs::verbs_caps(shim.caps); // what the QP got, as verbs reports it
-    hold.keep();
-    return &made.value().release()->qp;
+    ShimQp* made = prdma::verbs::create_qp("ibv_create_qp", pd, qp_init_attr);
+    return made != nullptr ? &made->qpx.qp_base : nullptr;
 }
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
@@ -307,6 +312,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
         return error;
     }
     prdma::verbs::release_kept(shim->handle);
+    prdma::verbs::release_kept(shim->batch);
     ShimContext& context = prdma::verbs::shim_context(qp->context);
     prdma::verbs::unwatch_qp_events(context, qp);
     pthread_cond_destroy(&qp->cond);

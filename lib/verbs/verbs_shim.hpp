@@ -123,11 +123,15 @@ struct ShimCq {
     CompletionRoom* room = nullptr; // kept with the handle
     int event_fd = -1;              // its eventfd in its channel's epoll set (verbs_events.cpp)
 };
+struct WrBatch; // work requests built between ibv_wr_start and ibv_wr_complete (verbs_qp_ex.cpp)
+// Every QP is an ibv_qp_ex (its ibv_qp first), as libibverbs' own; ibv_qp_to_qp_ex hands it out
+// for a QP created with send_ops_flags, which has a batch.
 struct ShimQp {
-    ibv_qp qp{};
+    ibv_qp_ex qpx{};
     rdma::QueuePair* handle = nullptr;
     rdma::QpCaps caps;
     bool signal_all = false;
+    WrBatch* batch = nullptr; // kept with the handle
 };
 static_assert(std::is_standard_layout_v<ShimPd> && std::is_standard_layout_v<ShimMr> &&
               std::is_standard_layout_v<ShimCq> && std::is_standard_layout_v<ShimQp>);
@@ -212,6 +216,13 @@ void unwatch_qp_events(ShimContext& shim, ibv_qp* qp);
 ShimCq* make_cq(const char* verb, ibv_context* context, int cqe, void* cq_context,
                 ibv_comp_channel* channel);
 ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* attr);
+// A QP for ibv_create_qp and ibv_create_qp_ex (verbs_qp.cpp): null after one line naming `verb`;
+// init->cap is set to what the QP got. The extended verb adds the ibv_wr_* builders
+// (verbs_qp_ex.cpp).
+ShimQp* create_qp(const char* verb, ibv_pd* pd, ibv_qp_init_attr* init);
+ibv_qp* create_qp_ex_op(ibv_context* context, ibv_qp_init_attr_ex* attr);
+// The verb's error number for a post prdma refused (verbs_datapath.cpp).
+int post_errno(StatusCode reason);
 // prdma's completion in ibv_wc's form (verbs_datapath.cpp), and its parts.
 void to_verbs_wc(const rdma::WorkCompletion& in, ibv_wc& out);
 ibv_wc_opcode wc_opcode(rdma::WcOpcode opcode);

@@ -47,6 +47,7 @@ void set_context_ops(ShimContext& shim) {
     ops.req_notify_cq = req_notify_cq_op; // verbs_events.cpp
     set_data_path_ops(shim);
     shim.vctx.create_cq_ex = create_cq_ex_op; // verbs_cq_ex.cpp
+    shim.vctx.create_qp_ex = create_qp_ex_op; // verbs_qp_ex.cpp
     ops.post_srq_recv = post_srq_recv_op;
     ops.alloc_mw = alloc_mw_op;
     ops.bind_mw = bind_mw_op;

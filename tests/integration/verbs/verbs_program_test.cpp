@@ -2,9 +2,9 @@
 // LD_PRELOAD) on two swroce devices joined by a memif link inside this one process: asynchronous
 // events (a QP the device failed, handed to the context that holds it, and a destroy that waits
 // for their acknowledgement), async_fd made non-blocking, extended CQs read one completion at a
-// time, and bad use answered with verbs' error numbers: a modify without a required attribute, a
-// post on a QP in RESET, an MR over unmapped memory, and verbs on a context closed with objects
-// left.
+// time, the ibv_wr_* builders, and bad use answered with verbs' error numbers: a modify without
+// a required attribute, a post on a QP in RESET, an MR over unmapped memory, and verbs on a
+// context closed with objects left.
 #include <arpa/inet.h>
 #include <array>
 #include <cerrno>
@@ -82,7 +82,10 @@ protected:
     };
 
     // With `wc_flags`, the CQ is an extended one (ibv_create_cq_ex) asking for those fields.
-    static void make_side(ibv_context* ctx, Side& s, std::uint64_t wc_flags = 0) {
+    // With `send_ops`, the QP is an extended one (ibv_create_qp_ex) with those ibv_wr_* builders
+    // and 64 B of inline room.
+    static void make_side(ibv_context* ctx, Side& s, std::uint64_t wc_flags = 0,
+                          std::uint64_t send_ops = 0) {
         s.pd = ibv_alloc_pd(ctx);
         ASSERT_NE(s.pd, nullptr);
         if (wc_flags != 0) {
@@ -105,7 +108,20 @@ protected:
                     .max_send_sge = 1,
                     .max_recv_sge = 1,
                     .max_inline_data = 0};
-        s.qp = ibv_create_qp(s.pd, &init);
+        if (send_ops != 0) {
+            ibv_qp_init_attr_ex ex{};
+            ex.send_cq = init.send_cq;
+            ex.recv_cq = init.recv_cq;
+            ex.qp_type = IBV_QPT_RC;
+            ex.cap = init.cap;
+            ex.cap.max_inline_data = 64;
+            ex.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+            ex.pd = s.pd;
+            ex.send_ops_flags = send_ops;
+            s.qp = ibv_create_qp_ex(ctx, &ex);
+        } else {
+            s.qp = ibv_create_qp(s.pd, &init);
+        }
         ASSERT_NE(s.qp, nullptr);
         s.mr = ibv_reg_mr(s.pd, s.buf.data(), s.buf.size(),
                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
@@ -384,6 +400,69 @@ TEST_F(VerbsProgram, AnExtendedCqRefusesFieldsItCannotFill) {
     attr.comp_vector = 1; // one vector: 0
     EXPECT_EQ(ibv_create_cq_ex(a_, &attr), nullptr);
     EXPECT_EQ(errno, EINVAL);
+}
+
+TEST_F(VerbsProgram, TheWrBuildersPostABatchAsOnePost) {
+    Side a;
+    Side b;
+    make_side(a_, a, 0, IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND_WITH_IMM);
+    make_side(b_, b);
+    ASSERT_EQ(ibv_qp_to_qp_ex(b.qp), nullptr) << "a QP made without send_ops_flags";
+    ibv_qp_ex* qpx = ibv_qp_to_qp_ex(a.qp);
+    ASSERT_NE(qpx, nullptr);
+    EXPECT_EQ(qpx->wr_rdma_read, nullptr) << "an operation not asked for";
+    connect(a_, a.qp, b_, b.qp);
+    connect(b_, b.qp, a_, a.qp);
+    ibv_sge rsge{.addr = reinterpret_cast<std::uintptr_t>(b.buf.data()) + 1024,
+                 .length = 64,
+                 .lkey = b.mr->lkey};
+    ibv_recv_wr rwr{};
+    rwr.wr_id = 50;
+    rwr.sg_list = &rsge;
+    rwr.num_sge = 1;
+    ibv_recv_wr* rbad = nullptr;
+    ASSERT_EQ(ibv_post_recv(b.qp, &rwr, &rbad), 0);
+    std::memcpy(a.buf.data(), "written by ibv_wr", 17);
+
+    // Data given before any operation: the batch fails whole and nothing is posted.
+    ibv_wr_start(qpx);
+    ibv_wr_set_sge(qpx, a.mr->lkey, reinterpret_cast<std::uintptr_t>(a.buf.data()), 17);
+    EXPECT_EQ(ibv_wr_complete(qpx), EINVAL);
+
+    std::array<char, 8> inline_text{'i', 'n', 'l', 'i', 'n', 'e', '!', '\0'};
+    ibv_wr_start(qpx);
+    qpx->wr_id = 1;
+    qpx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_rdma_write(qpx, b.mr->rkey, reinterpret_cast<std::uintptr_t>(b.buf.data()));
+    ibv_wr_set_sge(qpx, a.mr->lkey, reinterpret_cast<std::uintptr_t>(a.buf.data()), 17);
+    qpx->wr_id = 2;
+    ibv_wr_send_imm(qpx, htonl(7));
+    ibv_wr_set_inline_data(qpx, inline_text.data(), 7);
+    inline_text.fill('x'); // verbs: the buffer is the program's again once given
+    ASSERT_EQ(ibv_wr_complete(qpx), 0);
+
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    std::array<ibv_wc, 2> done{};
+    for (int got = 0; got < 2;) {
+        got += ibv_poll_cq(a.cq, 2 - got, done.data() + got);
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "batch not completed";
+    }
+    EXPECT_EQ(done[0].wr_id, 1U);
+    EXPECT_EQ(done[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(done[0].opcode, IBV_WC_RDMA_WRITE);
+    EXPECT_EQ(done[1].wr_id, 2U);
+    EXPECT_EQ(done[1].opcode, IBV_WC_SEND);
+    ibv_wc received{};
+    while (ibv_poll_cq(b.cq, 1, &received) == 0) {
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no receive";
+    }
+    EXPECT_EQ(received.wr_id, 50U);
+    EXPECT_EQ(received.byte_len, 7U);
+    EXPECT_EQ(ntohl(received.imm_data), 7U);
+    EXPECT_EQ(std::string(b.buf.data() + 1024, 7), "inline!");
+    EXPECT_EQ(std::string(b.buf.data(), 17), "written by ibv_wr");
+    free_side(a);
+    free_side(b);
 }
 
 } // namespace
