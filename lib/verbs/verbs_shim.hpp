@@ -54,7 +54,7 @@ struct ShimContext {
     // Control calls run one at a time per context (a verbs call returns when its work is done).
     std::mutex control_mutex;
     std::uint64_t last_request = 0;
-    AsyncEvents* async = nullptr; // kept (keep()) from open to close
+    AsyncEvents* async = nullptr; // kept (keep()) from open until the context goes
     // The objects made on it that are alive, and closed_bit once ibv_close_device ran: a context
     // closed with objects left lives until the last is destroyed, because their verbs (and the
     // inline data path, through this context's ops) still reach it.
