@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <future>
 #include <infiniband/verbs.h>
 #include <poll.h>
@@ -29,12 +30,21 @@ using namespace std::chrono_literals;
 // Both devices, brought up by the shim from PRDMA_EAL_ARGS on the first verb.
 class VerbsProgram : public ::testing::Test {
 protected:
+    // The memif socket's directory, removed at exit: after the shim's own exit handler (registered
+    // later, at its bring-up, so run earlier) has taken the devices down.
+    static std::string& socket_dir() {
+        static std::string dir;
+        return dir;
+    }
+
     static void SetUpTestSuite() {
-        static std::string dir = [] {
-            std::string tmpl = "/tmp/prdma-verbs-async-XXXXXX";
-            return std::string(::mkdtemp(tmpl.data()));
-        }();
-        const std::string sock = dir + "/memif.sock";
+        if (socket_dir().empty()) {
+            std::string name = "/tmp/prdma-verbs-program-XXXXXX";
+            ASSERT_NE(::mkdtemp(name.data()), nullptr) << std::strerror(errno);
+            socket_dir() = name;
+            std::atexit([] { std::filesystem::remove_all(socket_dir()); });
+        }
+        const std::string sock = socket_dir() + "/memif.sock";
         const std::string args = "-l 0,1 --main-lcore 0 -S 1 --no-huge -m 256 --log-level=*:error "
                                  "--vdev=net_memif0,role=server,socket=" +
                                  sock +
