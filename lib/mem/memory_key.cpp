@@ -1,3 +1,8 @@
+#include <cerrno>
+#include <cstring>
+#include <sys/random.h>
+#include <utility>
+
 #include <prdma/format.hpp>
 #include <prdma/mem/memory_key.hpp>
 
@@ -29,11 +34,17 @@ std::string_view key_check_name(KeyCheck check) {
     return "unknown";
 }
 
-KeyTable::KeyTable(std::uint32_t capacity) : entries_(capacity) {
+KeyTable::KeyTable(std::uint32_t capacity, std::uint64_t secret)
+    : secret_(secret), entries_(capacity) {
     free_.reserve(capacity - 1);
-    // Lowest indices on top of the stack: keys come out small and predictable.
     for (std::uint32_t index = capacity - 1; index >= 1; --index) {
         free_.push_back(index);
+    }
+    // Fisher-Yates over the free stack, so the first index handed out is anyone's guess too.
+    std::uint64_t state = secret;
+    for (std::size_t i = free_.size(); i > 1; --i) {
+        state += 0x9e3779b97f4a7c15ULL;
+        std::swap(free_[i - 1], free_[mix64(state) % i]);
     }
 }
 
@@ -43,7 +54,20 @@ Result<KeyTable> KeyTable::create(std::uint32_t capacity) {
             StatusCode::invalid_parameter,
             strformat("key table capacity %u outside [2, %u]", capacity, max_key_index + 1));
     }
-    return KeyTable(capacity);
+    std::uint64_t secret = 0;
+    if (getrandom(&secret, sizeof secret, 0) != static_cast<ssize_t>(sizeof secret)) {
+        return Error(StatusCode::no_resources,
+                     strformat("no random bytes for memory keys: %s", std::strerror(errno)));
+    }
+    return KeyTable(capacity, secret);
+}
+
+void KeyTable::renew(std::uint32_t index, KeyEntry& e) const noexcept {
+    const KeyEntry old = e;
+    e = KeyEntry{};
+    e.variant = old.variant;
+    e.lives = old.lives;
+    roll_variant(index, e);
 }
 
 Result<std::uint32_t> KeyTable::allocate() {
@@ -54,9 +78,7 @@ Result<std::uint32_t> KeyTable::allocate() {
     const std::uint32_t index = free_.back();
     free_.pop_back();
     KeyEntry& e = entries_[index];
-    const std::uint8_t variant = e.variant;
-    e = KeyEntry{};
-    e.variant = static_cast<std::uint8_t>(variant + 1);
+    renew(index, e);
     e.state = KeyState::invalid;
     return index;
 }
@@ -65,10 +87,7 @@ void KeyTable::release(std::uint32_t index) noexcept {
     if (index == 0 || index >= entries_.size() || entries_[index].state == KeyState::free) {
         return;
     }
-    KeyEntry& e = entries_[index];
-    const std::uint8_t variant = e.variant;
-    e = KeyEntry{};
-    e.variant = static_cast<std::uint8_t>(variant + 1);
+    renew(index, entries_[index]);
     free_.push_back(index);
 }
 

@@ -434,7 +434,7 @@ FastRegResult MemoryRegistry::fast_register(MemoryRegion& region, std::uint32_t 
     e.access = access | access_local_read;
     e.start = request.base_va;
     e.length = request.length;
-    e.variant = key_variant(new_key);
+    keys_.set_variant(region.index_, key_variant(new_key));
     e.state = KeyState::valid;
     region.last_fast_reg_variant_ = key_variant(new_key);
     return FastRegResult::ok;

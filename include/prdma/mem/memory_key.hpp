@@ -2,7 +2,11 @@
 // keys themselves, plain values, are key.hpp's). Driver SDK: installed with -Ddriver_sdk=true.
 //
 // Every registration, re-registration, fast-register and invalidate moves the variant on, so a
-// key kept from an earlier life of the same index fails as stale_variant.
+// key kept from an earlier life of the same index fails as stale_variant. The new variant is drawn
+// from a secret the table takes from the kernel at creation (as Linux rxe draws each key byte at
+// random), never equal to any of the 255 before it at that index, and the order in which indices
+// are handed out is shuffled with the same secret: an endpoint that was never given a key cannot
+// guess one from the first key of a process, nor a region's successor from its predecessor.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +34,7 @@ struct PRDMA_CACHE_ALIGNED KeyEntry {
     bool any_pd = false;    // DMA MR shared by every PD (seed 004)
     bool lkey_only = false; // DMA MR: local access only
     bool identity = false;  // DMA MR: address == CPU address, bounded by start/length
+    std::uint8_t lives = 0; // variants drawn at this index (mod 256): the next is the lives-th
     AccessFlags access = access_none;
     std::uint32_t pd = 0;
     ConnectionId bound_connection = any_connection;
@@ -84,14 +89,21 @@ public:
     // Makes the entry valid under a new variant and returns the new key.
     MemoryKey validate(std::uint32_t index) noexcept {
         KeyEntry& e = entries_[index];
-        ++e.variant;
+        roll_variant(index, e);
         e.state = KeyState::valid;
         return make_key(index, e.variant);
+    }
+    // Fast-register: the consumer chose the variant (seed 001). The draws go on from it, so the
+    // next 255 differ from it too.
+    void set_variant(std::uint32_t index, std::uint8_t variant) noexcept {
+        KeyEntry& e = entries_[index];
+        e.variant = variant;
+        e.lives = unpermute(index, variant);
     }
     // Makes a valid entry invalid and moves the variant on (LOCAL_INV, SEND_WITH_INV).
     void invalidate(std::uint32_t index) noexcept {
         KeyEntry& e = entries_[index];
-        ++e.variant;
+        roll_variant(index, e);
         e.state = KeyState::invalid;
     }
 
@@ -144,8 +156,54 @@ public:
     }
 
 private:
-    explicit KeyTable(std::uint32_t capacity);
+    KeyTable(std::uint32_t capacity, std::uint64_t secret);
 
+    // The n-th variant of an index is a secret permutation of n (mod 256), a Feistel network keyed
+    // by the secret and the index: 256 draws in a row never repeat one, as counting up did, and
+    // neither a key nor its predecessor tells the next. It keeps no state beside the entry's, so
+    // the control path and the lcore that invalidates on the fast path share no generator.
+    void roll_variant(std::uint32_t index, KeyEntry& e) const noexcept {
+        ++e.lives;
+        e.variant = permute(index, e.lives);
+    }
+    // Round r: (high, low) -> (low, high ^ F_r(low)), four rounds over two nibbles.
+    std::uint8_t permute(std::uint32_t index, std::uint8_t n) const noexcept {
+        const std::uint64_t key = mix64(secret_ ^ index);
+        std::uint8_t high = n >> 4;
+        std::uint8_t low = n & 0xfU;
+        for (std::uint64_t round = 0; round < 4; ++round) {
+            const auto next_low = static_cast<std::uint8_t>(high ^ round_function(key, round, low));
+            high = low;
+            low = next_low;
+        }
+        return static_cast<std::uint8_t>((high << 4) | low);
+    }
+    // The rounds undone in reverse: which n gives this variant.
+    std::uint8_t unpermute(std::uint32_t index, std::uint8_t variant) const noexcept {
+        const std::uint64_t key = mix64(secret_ ^ index);
+        std::uint8_t high = variant >> 4;
+        std::uint8_t low = variant & 0xfU;
+        for (std::uint64_t round = 4; round-- > 0;) {
+            const auto prev_high =
+                static_cast<std::uint8_t>(low ^ round_function(key, round, high));
+            low = high;
+            high = prev_high;
+        }
+        return static_cast<std::uint8_t>((high << 4) | low);
+    }
+    static std::uint8_t round_function(std::uint64_t key, std::uint64_t round,
+                                       std::uint8_t nibble) noexcept {
+        return static_cast<std::uint8_t>(mix64(key + (round << 4) + nibble) & 0xfU);
+    }
+    // Clears the entry for its next life, the variant moved on.
+    void renew(std::uint32_t index, KeyEntry& e) const noexcept;
+    static std::uint64_t mix64(std::uint64_t x) noexcept { // splitmix64's finaliser
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+        return x ^ (x >> 31);
+    }
+
+    std::uint64_t secret_ = 0;
     std::vector<KeyEntry> entries_;
     std::vector<std::uint32_t> free_; // stack of free indices
 };

@@ -1,5 +1,11 @@
-// Key encoding, allocation, and every distinct result of the key check.
+// Key encoding, allocation, every distinct result of the key check, and keys nobody can guess.
+#include <cstdlib>
+#include <fstream>
 #include <set>
+#include <spawn.h>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -34,6 +40,74 @@ TEST(KeyTable, CapacityLimitsAndIndexZeroIsNeverHandedOut) {
     EXPECT_EQ(full.code(), StatusCode::no_resources);
     table->release(2);
     EXPECT_EQ(table->allocate().value(), 2U);
+}
+
+MemoryKey first_key(KeyTable& table) {
+    return table.validate(table.allocate().value());
+}
+
+TEST(KeyTable, TablesCreatedAlikeHandOutDifferentFirstKeys) {
+    std::set<MemoryKey> first;
+    for (int i = 0; i < 16; ++i) {
+        auto table = KeyTable::create(1U << 16);
+        ASSERT_TRUE(table.ok());
+        first.insert(first_key(table.value()));
+    }
+    // 65535 indices x 256 variants: two equal first keys among 16 is a 1-in-600,000 event.
+    EXPECT_GE(first.size(), 15U);
+}
+
+TEST(KeyTable, SuccessorKeyCannotBeComputedFromTheOldOne) {
+    std::set<unsigned> steps;
+    for (int i = 0; i < 32; ++i) {
+        auto table = KeyTable::create(1U << 16);
+        ASSERT_TRUE(table.ok());
+        const MemoryKey old = first_key(table.value());
+        table->release(key_index(old));
+        const MemoryKey successor = first_key(table.value());
+        ASSERT_EQ(key_index(successor), key_index(old)) << "the freed index is reused first";
+        EXPECT_NE(successor, old);
+        steps.insert((key_variant(successor) - key_variant(old)) & 0xffU);
+    }
+    // Counting up gave one step for every table; a secret permutation gives ~30 of 255.
+    EXPECT_GE(steps.size(), 12U);
+}
+
+// Not a test on its own: the probe the next test starts twice, as two processes started alike.
+TEST(KeyTable, FirstKeyProbe) {
+    const char* out = std::getenv("PRDMA_KEY_PROBE");
+    if (out == nullptr) {
+        GTEST_SKIP() << "run by TwoProcessesStartedAlikeHandOutDifferentFirstKeys";
+    }
+    auto table = KeyTable::create(1U << 16);
+    ASSERT_TRUE(table.ok());
+    std::ofstream(out) << first_key(table.value()) << '\n';
+}
+
+MemoryKey probe_first_key(const std::string& out) {
+    const std::string env = "PRDMA_KEY_PROBE=" + out;
+    std::string self = "/proc/self/exe";
+    std::string filter = "--gtest_filter=KeyTable.FirstKeyProbe";
+    char* argv[] = {self.data(), filter.data(), nullptr};
+    char* envp[] = {const_cast<char*>(env.c_str()), nullptr};
+    pid_t pid = 0;
+    EXPECT_EQ(posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv, envp), 0);
+    int status = 0;
+    EXPECT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    MemoryKey key = 0;
+    std::ifstream(out) >> key;
+    std::remove(out.c_str());
+    return key;
+}
+
+TEST(KeyTable, TwoProcessesStartedAlikeHandOutDifferentFirstKeys) {
+    const std::string base = ::testing::TempDir() + "prdma-key-probe-" + std::to_string(getpid());
+    const MemoryKey a = probe_first_key(base + "-a");
+    const MemoryKey b = probe_first_key(base + "-b");
+    ASSERT_NE(a, 0U);
+    ASSERT_NE(b, 0U);
+    EXPECT_NE(a, b);
 }
 
 class KeyCheckTest : public ::testing::Test {
@@ -103,7 +177,8 @@ TEST_F(KeyCheckTest, EachFailureIsDistinct) {
 TEST_F(KeyCheckTest, InvalidateMakesTheOldKeyStaleAndTheNewOneInvalid) {
     table_->invalidate(index_);
     EXPECT_EQ(check(key_, 3, access_local_read, 0x1000, 1), KeyCheck::stale_variant);
-    EXPECT_EQ(check(next_key(key_), 3, access_local_read, 0x1000, 1), KeyCheck::invalidated);
+    EXPECT_EQ(check(table_->key_of(index_), 3, access_local_read, 0x1000, 1),
+              KeyCheck::invalidated);
     const MemoryKey again = table_->validate(index_);
     EXPECT_NE(again, key_);
     EXPECT_EQ(check(again, 3, access_local_read, 0x1000, 1), KeyCheck::ok);
@@ -124,6 +199,17 @@ TEST_F(KeyCheckTest, VariantWrapsAroundAndOnlyTheCurrentKeyWorks) {
         if (key != current) {
             EXPECT_EQ(check(key, 3, access_local_read, 0x1000, 1), KeyCheck::stale_variant) << v;
         }
+    }
+}
+
+TEST_F(KeyCheckTest, DrawsAfterAChosenVariantRepeatNoneOfThe255Before) {
+    for (const std::uint8_t chosen : {0x00, 0x5a, 0xff}) {
+        table_->set_variant(index_, chosen); // what a FAST_REG with the consumer's key does
+        std::set<std::uint8_t> variants{chosen};
+        for (int i = 0; i < 255; ++i) {
+            variants.insert(key_variant(table_->validate(index_)));
+        }
+        EXPECT_EQ(variants.size(), 256U) << "after 0x" << std::hex << unsigned{chosen};
     }
 }
 

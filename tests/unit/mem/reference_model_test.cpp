@@ -1263,7 +1263,7 @@ void RegistryModel::check_lookup(MemoryKey key, const IssuedKey* issued) {
             << "a key from an earlier life of index " << key_index(key) << " gave "
             << key_check_name(result);
     } else if (issued->life != m.lives) {
-        // 8 variant bits: a key of an earlier life matches again once the variant wraps.
+        // 8 variant bits: a key of an earlier life can match again.
         ++aliases_;
         min_alias_distance_ = std::min(min_alias_distance_, m.lives - issued->life);
     }
@@ -1376,8 +1376,10 @@ void RegistryModel::run(int ops) {
         EXPECT_GT(ops_[name], 0U) << name;
     }
     EXPECT_GT(aliases_, 0U) << "20000 steps over 63 keys should wrap some variants";
-    // Variants roll by small steps: a key comes back only after many lives of its index.
-    EXPECT_GE(min_alias_distance_, 64U);
+    // The table draws variants from a secret permutation, and a FAST_REG's key is the consumer's
+    // (next_key here), which may land on any earlier draw: an earlier life's key can come back,
+    // as with rxe's random key bytes, but never the previous life's.
+    EXPECT_GE(min_alias_distance_, 2U);
 }
 
 class MemReferenceModelRegistry : public testing::TestWithParam<std::uint64_t> {};
