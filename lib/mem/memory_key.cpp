@@ -1,3 +1,4 @@
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <sys/random.h>
@@ -34,14 +35,14 @@ std::string_view key_check_name(KeyCheck check) {
     return "unknown";
 }
 
-KeyTable::KeyTable(std::uint32_t capacity, std::uint64_t secret)
-    : secret_(secret), entries_(capacity) {
+KeyTable::KeyTable(std::uint32_t capacity, std::uint64_t variant_secret, std::uint64_t order_secret)
+    : secret_(variant_secret), entries_(capacity) {
     free_.reserve(capacity - 1);
     for (std::uint32_t index = capacity - 1; index >= 1; --index) {
         free_.push_back(index);
     }
     // Fisher-Yates over the free stack, so the first index handed out is anyone's guess too.
-    std::uint64_t state = secret;
+    std::uint64_t state = order_secret;
     for (std::size_t i = free_.size(); i > 1; --i) {
         state += 0x9e3779b97f4a7c15ULL;
         std::swap(free_[i - 1], free_[mix64(state) % i]);
@@ -54,12 +55,16 @@ Result<KeyTable> KeyTable::create(std::uint32_t capacity) {
             StatusCode::invalid_parameter,
             strformat("key table capacity %u outside [2, %u]", capacity, max_key_index + 1));
     }
-    std::uint64_t secret = 0;
-    if (getrandom(&secret, sizeof secret, 0) != static_cast<ssize_t>(sizeof secret)) {
+    std::array<std::uint64_t, 2> secrets{};
+    ssize_t got = 0;
+    do {
+        got = getrandom(secrets.data(), sizeof secrets, 0);
+    } while (got < 0 && errno == EINTR);
+    if (got != static_cast<ssize_t>(sizeof secrets)) {
         return Error(StatusCode::no_resources,
                      strformat("no random bytes for memory keys: %s", std::strerror(errno)));
     }
-    return KeyTable(capacity, secret);
+    return KeyTable(capacity, secrets[0], secrets[1]);
 }
 
 void KeyTable::renew(std::uint32_t index, KeyEntry& e) const noexcept {
@@ -67,6 +72,7 @@ void KeyTable::renew(std::uint32_t index, KeyEntry& e) const noexcept {
     e = KeyEntry{};
     e.variant = old.variant;
     e.lives = old.lives;
+    e.previous = old.previous;
     roll_variant(index, e);
 }
 

@@ -379,7 +379,7 @@ Status MemoryRegistry::retire(MemoryRegion* region, bool& last) {
         dma_region_ = nullptr;
     }
     region->retired_ = true;
-    keys_.invalidate(region->index_);
+    keys_.retire(region->index_);
     last = true;
     return {};
 }

@@ -4,9 +4,11 @@
 // Every registration, re-registration, fast-register and invalidate moves the variant on, so a
 // key kept from an earlier life of the same index fails as stale_variant. The new variant is drawn
 // from a secret the table takes from the kernel at creation (as Linux rxe draws each key byte at
-// random), never equal to any of the 255 before it at that index, and the order in which indices
-// are handed out is shuffled with the same secret: an endpoint that was never given a key cannot
-// guess one from the first key of a process, nor a region's successor from its predecessor.
+// random), and the order in which indices are handed out is shuffled with a second secret: an
+// endpoint that was never given a key cannot guess one from the first key of a process, nor a
+// region's successor from its predecessor. A FAST_REG's variant is the consumer's (ib_inc_rkey), so
+// LOCAL_INV moves a fast-register region's variant on by one, as before: the consumer's next_key
+// of the invalidated key then never repeats the variant it replaces.
 #pragma once
 
 #include <cstdint>
@@ -31,10 +33,11 @@ enum class KeyState : std::uint8_t {
 struct PRDMA_CACHE_ALIGNED KeyEntry {
     std::uint8_t variant = 0;
     KeyState state = KeyState::free;
-    bool any_pd = false;    // DMA MR shared by every PD (seed 004)
-    bool lkey_only = false; // DMA MR: local access only
-    bool identity = false;  // DMA MR: address == CPU address, bounded by start/length
-    std::uint8_t lives = 0; // variants drawn at this index (mod 256): the next is the lives-th
+    bool any_pd = false;       // DMA MR shared by every PD (seed 004)
+    bool lkey_only = false;    // DMA MR: local access only
+    bool identity = false;     // DMA MR: address == CPU address, bounded by start/length
+    std::uint8_t lives = 0;    // variants drawn at this index (mod 256): the next is the lives-th
+    std::uint8_t previous = 0; // the variant before this one: no draw gives it back at once
     AccessFlags access = access_none;
     std::uint32_t pd = 0;
     ConnectionId bound_connection = any_connection;
@@ -97,14 +100,21 @@ public:
     // next 255 differ from it too.
     void set_variant(std::uint32_t index, std::uint8_t variant) noexcept {
         KeyEntry& e = entries_[index];
+        e.previous = e.variant;
         e.variant = variant;
         e.lives = unpermute(index, variant);
     }
-    // Makes a valid entry invalid and moves the variant on (LOCAL_INV, SEND_WITH_INV).
-    void invalidate(std::uint32_t index) noexcept {
+    // Makes the entry invalid under a new drawn variant (a deregistration's last reference).
+    void retire(std::uint32_t index) noexcept {
         KeyEntry& e = entries_[index];
         roll_variant(index, e);
         e.state = KeyState::invalid;
+    }
+    // Makes a valid entry invalid and moves the variant on by one (LOCAL_INV, SEND_WITH_INV): see
+    // the top of this file.
+    void invalidate(std::uint32_t index) noexcept {
+        set_variant(index, static_cast<std::uint8_t>(entries_[index].variant + 1));
+        entries_[index].state = KeyState::invalid;
     }
 
     // The check every SGE, RETH and AtomicETH goes through. Inline: it is the fast path.
@@ -156,15 +166,21 @@ public:
     }
 
 private:
-    KeyTable(std::uint32_t capacity, std::uint64_t secret);
+    KeyTable(std::uint32_t capacity, std::uint64_t variant_secret, std::uint64_t order_secret);
 
     // The n-th variant of an index is a secret permutation of n (mod 256), a Feistel network keyed
-    // by the secret and the index: 256 draws in a row never repeat one, as counting up did, and
-    // neither a key nor its predecessor tells the next. It keeps no state beside the entry's, so
+    // by the secret and the index: draws do not repeat within 255 of one another, as counting up
+    // did, never give back the variant before the current one, and neither a key nor its
+    // predecessor tells the next. It keeps no state beside the entry's, so
     // the control path and the lcore that invalidates on the fast path share no generator.
     void roll_variant(std::uint32_t index, KeyEntry& e) const noexcept {
-        ++e.lives;
-        e.variant = permute(index, e.lives);
+        std::uint8_t next = 0;
+        do { // a re-based sequence may hold the previous variant ahead: at most one draw skipped
+            ++e.lives;
+            next = permute(index, e.lives);
+        } while (next == e.previous);
+        e.previous = e.variant;
+        e.variant = next;
     }
     // Round r: (high, low) -> (low, high ^ F_r(low)), four rounds over two nibbles.
     std::uint8_t permute(std::uint32_t index, std::uint8_t n) const noexcept {
@@ -203,7 +219,7 @@ private:
         return x ^ (x >> 31);
     }
 
-    std::uint64_t secret_ = 0;
+    std::uint64_t secret_ = 0; // the variants' alone: the index order reveals nothing of it
     std::vector<KeyEntry> entries_;
     std::vector<std::uint32_t> free_; // stack of free indices
 };

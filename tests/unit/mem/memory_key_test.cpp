@@ -6,6 +6,7 @@
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -53,7 +54,7 @@ TEST(KeyTable, TablesCreatedAlikeHandOutDifferentFirstKeys) {
         ASSERT_TRUE(table.ok());
         first.insert(first_key(table.value()));
     }
-    // 65535 indices x 256 variants: two equal first keys among 16 is a 1-in-600,000 event.
+    // 65535 indices x 256 variants: two equal first keys among 16 is a 1-in-140,000 event.
     EXPECT_GE(first.size(), 15U);
 }
 
@@ -89,9 +90,14 @@ MemoryKey probe_first_key(const std::string& out) {
     std::string self = "/proc/self/exe";
     std::string filter = "--gtest_filter=KeyTable.FirstKeyProbe";
     char* argv[] = {self.data(), filter.data(), nullptr};
-    char* envp[] = {const_cast<char*>(env.c_str()), nullptr};
+    // The parent's environment (sanitizer options too) and the probe's file.
+    std::vector<char*> envp{const_cast<char*>(env.c_str())};
+    for (char** e = environ; *e != nullptr; ++e) {
+        envp.push_back(*e);
+    }
+    envp.push_back(nullptr);
     pid_t pid = 0;
-    EXPECT_EQ(posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv, envp), 0);
+    EXPECT_EQ(posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv, envp.data()), 0);
     int status = 0;
     EXPECT_EQ(waitpid(pid, &status, 0), pid);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
@@ -153,7 +159,7 @@ TEST_F(KeyCheckTest, ValidAccessAtTheEdges) {
 
 TEST_F(KeyCheckTest, EachFailureIsDistinct) {
     EXPECT_EQ(check(make_key(16, 0), 3, access_local_read, 0x1000, 1), KeyCheck::bad_index);
-    EXPECT_EQ(check(make_key(index_ + 1, 1), 3, access_local_read, 0x1000, 1),
+    EXPECT_EQ(check(make_key(index_ % 15 + 1, 1), 3, access_local_read, 0x1000, 1),
               KeyCheck::free_entry);
     EXPECT_EQ(check(next_key(key_), 3, access_local_read, 0x1000, 1), KeyCheck::stale_variant);
     EXPECT_EQ(check(key_, 4, access_local_read, 0x1000, 1), KeyCheck::wrong_pd);
@@ -202,14 +208,28 @@ TEST_F(KeyCheckTest, VariantWrapsAroundAndOnlyTheCurrentKeyWorks) {
     }
 }
 
-TEST_F(KeyCheckTest, DrawsAfterAChosenVariantRepeatNoneOfThe255Before) {
+TEST_F(KeyCheckTest, DrawsAfterAChosenVariantRepeatNoneOfTheOnesBefore) {
     for (const std::uint8_t chosen : {0x00, 0x5a, 0xff}) {
+        const std::uint8_t before = key_variant(table_->key_of(index_));
         table_->set_variant(index_, chosen); // what a FAST_REG with the consumer's key does
-        std::set<std::uint8_t> variants{chosen};
-        for (int i = 0; i < 255; ++i) {
+        const MemoryKey first = table_->validate(index_);
+        EXPECT_NE(key_variant(first), before) << "nor the variant before the chosen one";
+        std::set<std::uint8_t> variants{chosen, key_variant(first)};
+        // 254 draws: one may have been skipped (the one before), so the 255th may be the chosen.
+        for (int i = 1; i < 254; ++i) {
             variants.insert(key_variant(table_->validate(index_)));
         }
-        EXPECT_EQ(variants.size(), 256U) << "after 0x" << std::hex << unsigned{chosen};
+        EXPECT_EQ(variants.size(), 255U) << "after 0x" << std::hex << unsigned{chosen};
+    }
+}
+
+TEST_F(KeyCheckTest, InvalidateThenNextKeyNeverRepeatsTheFastRegVariant) {
+    // ib_inc_rkey after LOCAL_INV: the consumer's next key is the invalidated one plus one, which
+    // must differ from the variant the last FAST_REG set, or the registry refuses it.
+    for (unsigned chosen = 0; chosen < 256; ++chosen) {
+        table_->set_variant(index_, static_cast<std::uint8_t>(chosen));
+        table_->invalidate(index_);
+        EXPECT_NE(key_variant(next_key(table_->key_of(index_))), chosen);
     }
 }
 
