@@ -14,6 +14,7 @@ using detail::ContextState;
 using detail::CqObject;
 using detail::PdObject;
 using detail::QpObject;
+using detail::SrqObject;
 
 // ---- Context: object creation -----------------------------------------------------------------
 
@@ -100,6 +101,10 @@ Status Context::check_qp_parts(const QpInitAttr& init, const ContextState& conte
     }
     if (recv_cq->context.get() != &context) {
         append(foreign, "receive CQ", ", ");
+    }
+    if (init.srq != nullptr && init.srq->srq_ != nullptr &&
+        init.srq->srq_->context.get() != &context) {
+        append(foreign, "SRQ", ", ");
     }
     if (!foreign.empty()) {
         return Error(StatusCode::invalid_parameter,
@@ -207,7 +212,21 @@ Status Context::make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t re
                                "group: a QP is polled by one lcore",
                                send_cq->queue_group, recv_cq->queue_group));
     }
-    const QpCaps& caps = init.caps;
+    SrqObject* srq = init.srq != nullptr ? init.srq->srq_ : nullptr;
+    if (init.srq != nullptr && srq == nullptr) {
+        return Error(StatusCode::invalid_parameter, "the QP's SRQ handle is empty");
+    }
+    if (srq != nullptr && (srq->queue_group != send_cq->queue_group || init.type != QpType::rc)) {
+        return Error(StatusCode::invalid_parameter,
+                     strformat("an SRQ serves RC QPs of its own queue group (%u); this QP's CQs "
+                               "are in group %u",
+                               srq->queue_group, send_cq->queue_group));
+    }
+    QpCaps caps = init.caps;
+    if (srq != nullptr) {
+        caps.max_recv_wr = 1; // its own receive queue is never used: room for nothing more
+        caps.max_recv_sge = 1;
+    }
     if (Status checked = check_qp_caps(caps, dev->config.attr); !checked.ok()) {
         return checked;
     }
@@ -219,6 +238,7 @@ Status Context::make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t re
     qp_init.queue_group = send_cq->queue_group;
     qp_init.caps = caps;
     qp_init.signal_all = init.signal_all;
+    qp_init.srq = srq != nullptr ? srq->driver : nullptr;
     auto qp = std::make_unique<QpObject>();
     qp_init.attr = &qp->attr;
     const driver::ControlToken token =
@@ -242,6 +262,10 @@ Status Context::make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t re
     qp->type = init.type;
     qp->caps = caps;
     qp->creating = pending;
+    qp->srq = srq;
+    if (srq != nullptr) {
+        ++srq->qps;
+    }
     ++pd->qps;
     ++send_cq->qps;
     if (recv_cq != send_cq) {

@@ -224,18 +224,17 @@ Status unregister_device(DeviceId id) {
     return {};
 }
 
-void raise_event(Device& device, EventType type, std::uint8_t port, std::uint32_t qpn) {
+void raise_event(Device& device, EventType type, std::uint8_t port, std::uint32_t qpn,
+                 std::uint32_t srqn) {
     Registry& reg = registry();
     const std::lock_guard lock(reg.mutex);
     for (auto& [id, context] : reg.slots[device.id].contexts) {
-        // A QP's events belong to the client that holds it (ibv_get_async_event's context); a QP
-        // destroyed since the device recorded the event has nobody left to tell.
-        if (qpn == 0) {
-            context->events.push_back(Event{type, port, qpn});
-            continue;
-        }
-        if (context->qps.contains(qpn)) {
-            context->events.push_back(Event{type, port, qpn});
+        // A QP's or SRQ's events belong to the client that holds it (ibv_get_async_event's
+        // context); one destroyed since the device recorded the event has nobody left to tell.
+        const bool for_all = qpn == 0 && srqn == 0;
+        if (for_all || (qpn != 0 && context->qps.contains(qpn)) ||
+            (srqn != 0 && context->srqs.contains(srqn))) {
+            context->events.push_back(Event{type, port, qpn, srqn});
         }
     }
 }

@@ -53,6 +53,11 @@ void free_qp(QpObject* qp) {
     if (owned->recv_cq != owned->send_cq) {
         release_cq_child(owned->recv_cq);
     }
+    // Last: freeing the SRQ may free its PD, which the QP's may be.
+    if (owned->srq != nullptr) {
+        --owned->srq->qps;
+        release_srq_child(owned->srq);
+    }
 }
 
 namespace {

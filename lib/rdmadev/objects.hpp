@@ -23,6 +23,7 @@
 namespace prdma::rdma::detail {
 
 struct QpObject;
+struct SrqObject;
 
 struct PendingRequest {
     driver::ControlToken token;
@@ -37,6 +38,7 @@ struct ContextState : std::enable_shared_from_this<ContextState> {
     std::deque<ControlCompletion> completions;
     std::deque<Event> events;
     std::map<std::uint32_t, QpObject*> qps;          // by QPN, for events that name a QP
+    std::map<std::uint32_t, SrqObject*> srqs;        // by SRQN, for events that name an SRQ
     std::map<std::uint64_t, PendingRequest> pending; // by token serial
     std::uint64_t next_serial = 1;
 
@@ -80,10 +82,13 @@ struct PdObject {
     std::uint32_t id = 0;
     std::uint32_t qps = 0;
     std::uint32_t mrs = 0;
-    std::uint32_t caches = 0;    // registration caches over this PD (create_registration_cache)
+    std::uint32_t caches = 0; // registration caches over this PD (create_registration_cache)
+    std::uint32_t srqs = 0;
     bool handle_dropped = false; // destroyed by its handle while children lived: free with the last
 
-    [[nodiscard]] bool has_children() const noexcept { return qps > 0 || mrs > 0 || caches > 0; }
+    [[nodiscard]] bool has_children() const noexcept {
+        return qps > 0 || mrs > 0 || caches > 0 || srqs > 0;
+    }
 };
 
 struct CqObject {
@@ -97,11 +102,23 @@ struct CqObject {
     bool handle_dropped = false;
 };
 
+struct SrqObject {
+    std::shared_ptr<ContextState> context;
+    PdObject* pd = nullptr;
+    void* driver = nullptr;
+    std::uint32_t srqn = 0;
+    std::uint16_t queue_group = 0;
+    SrqCaps caps{};
+    std::uint32_t qps = 0;
+    bool handle_dropped = false; // dropped while QPs used it: destroyed with the last
+};
+
 struct QpObject {
     std::shared_ptr<ContextState> context;
     PdObject* pd = nullptr;
     CqObject* send_cq = nullptr;
     CqObject* recv_cq = nullptr;
+    SrqObject* srq = nullptr;
     void* driver = nullptr; // null after a failed creation
     std::uint32_t qpn = 0;
     QpType type = QpType::rc;
@@ -126,6 +143,9 @@ struct MrObject {
 // Frees a PD/CQ whose handle is gone once its last child is gone.
 void release_pd_child(PdObject* pd);
 void release_cq_child(CqObject* cq);
+void release_srq_child(SrqObject* srq);
+// Unlinks an SRQ from its PD and context and tells the driver: the last QP on it is gone.
+void free_srq(SrqObject* srq);
 // Unlinks a QP from its PD and CQs and frees it.
 void free_qp(QpObject* qp);
 // The destroy/deregister every path shares (handle, dropped handle, finished create): ok when the

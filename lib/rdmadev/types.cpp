@@ -106,6 +106,8 @@ std::string_view event_type_name(EventType type) {
         return "cq_error";
     case EventType::device_removed:
         return "device_removed";
+    case EventType::srq_limit_reached:
+        return "srq_limit_reached";
     }
     return "unknown";
 }

@@ -23,6 +23,7 @@
 namespace prdma::swroce {
 
 struct SwroceDevice;
+struct SwroceSrq;
 
 struct SwroceCq {
     SwroceDevice* device = nullptr;
@@ -224,6 +225,8 @@ struct ResponderState {
     std::uint32_t msn = 0;
     InMessage in_message = InMessage::none;
     std::uint32_t recv_offset = 0; // bytes of the current SEND placed in the receive WQE
+    // On an SRQ: the message in progress has taken its WQE from the SRQ into held_receive.
+    bool holds_receive = false;
     const mem::KeyEntry* write_entry = nullptr; // the checked rkey of the WRITE in progress
     mem::MemoryKey write_key = 0;
     std::uint64_t write_va = 0;
@@ -279,9 +282,14 @@ struct SwroceQp {
     rdma::QpAttr* attr = nullptr;
     // The Ethernet, IP and UDP headers of its frames, from `attr` (refresh_tx_headers).
     roce::HeaderTemplate tx_headers;
-    PrebuiltFrame ack_frame;     // from tx_headers (refresh_tx_headers)
-    PrebuiltFrame request_frame; // the same
-    WorkRing<RecvWqe> receive_queue;
+    PrebuiltFrame ack_frame;         // from tx_headers (refresh_tx_headers)
+    PrebuiltFrame request_frame;     // the same
+    WorkRing<RecvWqe> receive_queue; // unused on an SRQ
+    // On an SRQ (shared_receive_queue.hpp): where its WQEs come from, and the one the message in
+    // progress took (its SGEs copied into held_sges, sized to the SRQ's max_sge).
+    SwroceSrq* srq = nullptr;
+    RecvWqe held_receive;
+    std::unique_ptr<rdma::Sge[]> held_sges;
     WorkRing<SendWqe> send_queue;
     WqeStores wqe_stores; // the rooms the queues' slots point into
     RequesterState req;

@@ -130,6 +130,10 @@ Status create_qp(Device& device, const rdma::driver::QpInit& init, const Control
     qp->signal_all = init.signal_all;
     qp->attr = init.attr;
     make_queues(*qp, init.caps);
+    qp->srq = static_cast<SwroceSrq*>(init.srq);
+    if (qp->srq != nullptr && qp->srq->max_sge > 1) {
+        qp->held_sges = std::make_unique<rdma::Sge[]>(qp->srq->max_sge);
+    }
     const rdma::driver::QpCreated created{qp.get(), qp->qpn};
     if (owned_by_other) {
         // The group's progress scans its slots and its rx path looks QPs up there: only the owner
@@ -279,7 +283,7 @@ Status destroy_qp(Device& device, void* queue, const ControlToken& token) {
         }
         return pending_on_owner(qp->queue_group);
     }
-    if (qp->receive_queue.empty() && qp->send_queue.empty()) {
+    if (qp->receive_queue.empty() && qp->send_queue.empty() && !qp->resp.holds_receive) {
         free_qp(dev, qp);
         return {};
     }

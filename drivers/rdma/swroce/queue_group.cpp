@@ -138,7 +138,8 @@ bool serve_every_qp(SwroceDevice& dev, unsigned group, TxBatch& tx, std::uint64_
         if (qp->state() == rdma::QpState::rts) {
             check_timer(*qp, now);
         } else if (qp->state() == rdma::QpState::err &&
-                   (!qp->send_queue.empty() || !qp->receive_queue.empty())) {
+                   (!qp->send_queue.empty() || !qp->receive_queue.empty() ||
+                    qp->resp.holds_receive)) {
             // Posted by another thread as the QP went to error (progress=service): flushed.
             flush_queues(*qp);
         }

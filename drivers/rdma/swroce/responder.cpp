@@ -229,7 +229,7 @@ bool check_resources(SwroceQp& qp, const Request& r) noexcept {
     // packet. Without one, NAK before placing anything: the resent packet must find the message
     // exactly where this one left it.
     const bool needs_receive = r.op == roce::Operation::send || r.write_with_imm_last();
-    if (needs_receive && qp.receive_queue.empty()) {
+    if (needs_receive && !receive_available(qp)) {
         receiver_not_ready(qp, r);
         return false;
     }
@@ -292,7 +292,7 @@ bool check_keys(SwroceQp& qp, const Request& r) noexcept {
 void complete_receive(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint32_t byte_len,
                       rdma::WcOpcode opcode, rdma::WcStatus status) noexcept {
     rdma::WorkCompletion wc;
-    wc.wr_id = qp.receive_queue.front().wr_id;
+    wc.wr_id = current_receive(qp).wr_id;
     wc.status = status;
     wc.opcode = opcode;
     wc.byte_len = byte_len;
@@ -306,15 +306,17 @@ void complete_receive(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint32_
         wc.flags |= rdma::wc_with_inv;
         wc.imm_or_invalidated = frame.invalidate_rkey;
     }
-    qp.receive_queue.pop();
+    receive_done(qp);
     qp.recv_cq->push(wc);
 }
 
 // Scatters a SEND payload into the head receive WQE; false when it does not fit or a receive
 // lkey is refused (a local length/protection error).
 bool scatter(SwroceQp& qp, std::span<const std::uint8_t> payload) noexcept {
-    const RecvWqe& wqe = qp.receive_queue.front();
+    const RecvWqe& wqe = current_receive(qp);
     const mem::MemoryRegistry& registry = *qp.device->registry;
+    // An SRQ's WQEs belong to its PD (the QPs on it may have others).
+    const std::uint32_t pd = qp.srq != nullptr ? qp.srq->pd : qp.pd;
     std::uint32_t skip = qp.resp.recv_offset;
     std::size_t done = 0;
     for (std::uint32_t i = 0; i < wqe.num_sge && done < payload.size(); ++i) {
@@ -327,7 +329,7 @@ bool scatter(SwroceQp& qp, std::span<const std::uint8_t> payload) noexcept {
             std::min<std::size_t>(payload.size() - done, sge.length - skip));
         const mem::KeyEntry* entry = nullptr;
         if (registry.check(
-                {sge.lkey, qp.pd, qp.connection, mem::access_local_write, sge.addr + skip, take},
+                {sge.lkey, pd, qp.connection, mem::access_local_write, sge.addr + skip, take},
                 &entry) != mem::KeyCheck::ok) {
             return false;
         }

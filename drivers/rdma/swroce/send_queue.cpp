@@ -112,6 +112,16 @@ SendWqe* wqe_holding(SwroceQp& qp, std::uint32_t psn) noexcept {
 }
 
 void flush_queues(SwroceQp& qp) noexcept {
+    if (qp.resp.holds_receive) {
+        // The WQE a SEND in progress took from the QP's SRQ: it is the QP's to flush.
+        rdma::WorkCompletion wc;
+        wc.wr_id = qp.held_receive.wr_id;
+        wc.status = rdma::WcStatus::wr_flush_error;
+        wc.opcode = rdma::WcOpcode::recv;
+        wc.qpn = qp.qpn;
+        qp.recv_cq->push(wc);
+        qp.resp.holds_receive = false;
+    }
     while (!qp.receive_queue.empty()) {
         rdma::WorkCompletion wc;
         wc.wr_id = qp.receive_queue.front().wr_id;
@@ -140,18 +150,19 @@ void report_error_state(SwroceQp& qp, bool fatal) noexcept {
     }
     qp.error_reported = true;
     QueueGroupState& group = *qp.device->groups[qp.queue_group];
-    const auto record = [&](rdma::EventType type) {
-        const std::uintptr_t word =
-            (std::uintptr_t{static_cast<std::uint8_t>(type)} << 24) | (qp.qpn & 0xffffffU);
-        if (rte_ring_enqueue(group.events, reinterpret_cast<void*>(word)) != 0) {
-            ++group.counters.events_dropped;
-        }
-    };
     if (fatal) {
-        record(rdma::EventType::qp_fatal);
+        record_event(group, rdma::EventType::qp_fatal, qp.qpn);
     }
     // flush_queues has just completed every receive WQE: the last one is reached now.
-    record(rdma::EventType::qp_last_wqe_reached);
+    record_event(group, rdma::EventType::qp_last_wqe_reached, qp.qpn);
+}
+
+void record_event(QueueGroupState& group, rdma::EventType type, std::uint32_t number) noexcept {
+    const std::uintptr_t word =
+        (std::uintptr_t{static_cast<std::uint8_t>(type)} << 24) | (number & 0xffffffU);
+    if (rte_ring_enqueue(group.events, reinterpret_cast<void*>(word)) != 0) {
+        ++group.counters.events_dropped;
+    }
 }
 
 } // namespace prdma::swroce

@@ -57,8 +57,10 @@ void raise_recorded_events(Device& device) {
                0) {
             for (unsigned i = 0; i < n; ++i) {
                 const auto word = reinterpret_cast<std::uintptr_t>(events[i]);
-                rdma::driver::raise_event(device, static_cast<rdma::EventType>(word >> 24), 0,
-                                          static_cast<std::uint32_t>(word & 0xffffff));
+                const auto type = static_cast<rdma::EventType>(word >> 24);
+                const auto number = static_cast<std::uint32_t>(word & 0xffffff);
+                const bool srq = type == rdma::EventType::srq_limit_reached;
+                rdma::driver::raise_event(device, type, 0, srq ? 0 : number, srq ? number : 0);
             }
         }
     }
@@ -188,6 +190,10 @@ const rdma::driver::DeviceOps swroce_ops = {
     .qp_telemetry = qp_telemetry,
     .attach_poller = attach_poller,
     .detach_poller = detach_poller,
+    .create_srq = create_srq,
+    .destroy_srq = destroy_srq,
+    .arm_srq_limit = arm_srq_limit,
+    .query_srq = query_srq,
 };
 
 } // namespace prdma::swroce

@@ -24,6 +24,7 @@ struct rte_pcapng;
 #include "fault_injection.hpp"
 #include "port.hpp"
 #include "qp.hpp"
+#include "shared_receive_queue.hpp"
 
 namespace prdma::swroce {
 
@@ -180,6 +181,8 @@ struct SwroceDevice {
     std::vector<bool> qp_slot_taken; // control path: slots given to QPs (published or pending)
     std::vector<std::unique_ptr<QueueGroupState>> groups;
     std::vector<std::unique_ptr<SwroceCq>> cqs;
+    std::vector<std::unique_ptr<SwroceSrq>> srqs; // control path only
+    std::uint32_t next_srqn = 1;
     std::vector<PendingRtr> pending_rtr;
     std::vector<PendingDestroy> pending_destroy;
     // Finished GroupRequests on their way back from the owners (multi-producer), and how many
@@ -267,6 +270,9 @@ void flush_queues(SwroceQp& qp) noexcept;
 // found the error itself) and qp_last_wqe_reached on its group's event ring, once per entry into
 // ERR, for control_progress to raise. Data-path safe: no lock, no allocation.
 void report_error_state(SwroceQp& qp, bool fatal) noexcept;
+// Puts an event about QP or SRQ `number` on the group's event ring for control_progress to raise;
+// counted in events_dropped when the ring is full. Data-path safe.
+void record_event(QueueGroupState& group, rdma::EventType type, std::uint32_t number) noexcept;
 // Runs the control requests waiting for queue group `group`'s owner (swroce_control.cpp); called
 // by progress_group on whichever thread drives the group.
 void run_group_requests(SwroceDevice& dev, unsigned group) noexcept;

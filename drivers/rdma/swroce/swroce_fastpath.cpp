@@ -31,6 +31,10 @@ std::uint16_t swroce_post_recv(void* queue, const rdma::RecvWr* wrs, std::uint16
         qp.post_error = StatusCode::not_connected;
         return 0;
     }
+    if (PRDMA_UNLIKELY(qp.srq != nullptr && count > 0)) {
+        qp.post_error = StatusCode::invalid_parameter; // its receives are posted to the SRQ
+        return 0;
+    }
     std::uint16_t taken = 0;
     for (; taken < count; ++taken) {
         const rdma::RecvWr& wr = wrs[taken];

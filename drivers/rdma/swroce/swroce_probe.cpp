@@ -45,6 +45,7 @@ rdma::DeviceAttr device_attributes(const SwroceDevice& dev) {
     attr.max_sge = 16;
     attr.max_cq = 4096;
     attr.max_cqe = 1U << 20;
+    attr.max_srq = max_srqs;
     attr.max_pd = 1U << 16;
     attr.max_inline_data = 256;
     attr.max_queue_groups = dev.port.queue_groups();
@@ -183,7 +184,7 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
     config.dpdk_device = dpdk_device;
     config.ops = &swroce_ops;
     config.fast_path = {swroce_post_send,  swroce_post_recv, swroce_poll_cq, nullptr,
-                        swroce_post_error, swroce_progress,  swroce_arm_cq,  {}};
+                        swroce_post_error, swroce_progress,  swroce_arm_cq,  swroce_post_srq_recv};
     config.attr = device_attributes(*dev);
     config.port_count = 1;
     config.registry = mem::dpdk_registry_config();

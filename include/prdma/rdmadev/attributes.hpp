@@ -49,7 +49,7 @@ struct alignas(8) DeviceAttr {
     std::uint32_t max_inline_data = 0;
     std::uint32_t max_fast_reg_pages = 0;
     std::uint32_t max_queue_groups = 0;
-    std::uint32_t reserved1 = 0;
+    std::uint32_t max_srq = 0; // 0: no shared receive queues (its WRs and SGEs: max_qp_wr, max_sge)
     // cap_reserved_lkey (seed 004): the DMA MR's lkey (low 32 bits), the same for every PD and
     // context of the device for its whole life. An SGE may carry it for any DMA memory without a
     // registration; get_dma_region() returns a region with this lkey. 0 without the capability.

@@ -58,6 +58,19 @@ struct QpInit {
     // the QP's group; the class reads it when no modify of the QP is in flight. Its state fields
     // are not kept: the state is a runtime fact (DeviceOps::qp_state).
     QpAttr* attr = nullptr;
+    void* srq = nullptr; // the driver's SRQ the QP takes its receive WRs from; null: its own
+};
+
+struct SrqInit {
+    std::uint32_t pd = 0;
+    std::uint16_t queue_group = 0;
+    SrqCaps caps{};
+};
+
+struct SrqCreated {
+    void* queue = nullptr; // the driver's SRQ, passed to post_srq_recv
+    std::uint32_t srqn = 0;
+    SrqCaps caps{}; // what it holds (max_wr rounded up)
 };
 
 struct QpCreated {
@@ -145,6 +158,14 @@ struct DeviceOps {
     Status (*attach_poller)(Device& device, std::optional<std::uint16_t> group, void** poller);
     // Gives the groups back (any thread; the attaching one must have stopped calling progress).
     void (*detach_poller)(Device& device, void* poller);
+    // Optional (Context::create_srq): never pending. The class calls destroy_srq only for an SRQ
+    // no QP uses any more. Null: not_supported.
+    Status (*create_srq)(Device& device, const SrqInit& init, SrqCreated& out);
+    void (*destroy_srq)(Device& device, void* srq);
+    // Arms the limit event (0 disarms); the driver raises srq_limit_reached once when it fires.
+    Status (*arm_srq_limit)(Device& device, void* srq, std::uint32_t limit);
+    // The limit armed now (0 once fired) and the receive WRs the SRQ holds.
+    void (*query_srq)(Device& device, void* srq, std::uint32_t& limit, std::uint32_t& outstanding);
 };
 
 struct DeviceConfig {
@@ -198,8 +219,9 @@ Device* device_by_dpdk(const rte_device* dpdk_device);
 // driver whose data path finishes a request hands it back to its control_progress first.
 void complete_control(Device& device, const ControlToken& token, StatusCode status,
                       std::string message = {});
-// An asynchronous event: about a QP (qpn != 0) it goes to the context that holds the QP, else to
-// every context of the device. Control path only, as complete_control.
-void raise_event(Device& device, EventType type, std::uint8_t port = 0, std::uint32_t qpn = 0);
+// An asynchronous event: about a QP (qpn != 0) or an SRQ (srqn != 0) it goes to the context that
+// holds it, else to every context of the device. Control path only, as complete_control.
+void raise_event(Device& device, EventType type, std::uint8_t port = 0, std::uint32_t qpn = 0,
+                 std::uint32_t srqn = 0);
 
 } // namespace prdma::rdma::driver

@@ -91,6 +91,25 @@ inline PostResult post_recv(const QpQueue& qp, std::span<const RecvWr> wrs) {
     return {posted, post_error(qp)};
 }
 
+// Posts receive WRs to a shared receive queue (ibv_post_srq_recv): every QP created on it takes
+// its receives from there. One thread posts to an SRQ at a time; its QPs' engine consumes it.
+// not_supported on a device without SRQs; otherwise the reasons of post_recv.
+inline PostResult post_srq_recv(const SrqQueue& srq, std::span<const RecvWr> wrs) {
+    const std::uint16_t count = detail::burst_count(wrs.size());
+#if PRDMA_DEBUG_FASTPATH
+    if (!fastpath_args_valid(srq.device(), srq.driver_queue(), wrs.data(), count)) {
+        return {0, StatusCode::invalid_parameter};
+    }
+#endif
+    const PostSrqRecvFn fn = fast_path_ops[srq.device()].post_srq_recv;
+    if (PRDMA_UNLIKELY(fn == nullptr)) {
+        return {0, StatusCode::not_supported};
+    }
+    StatusCode reason = StatusCode::ok;
+    const std::uint16_t posted = fn(srq.driver_queue(), wrs.data(), count, &reason);
+    return {posted, posted == count ? StatusCode::ok : reason};
+}
+
 // Fills `wcs` with up to wcs.size() completions; returns how many. When no poller
 // (Context::attach_poller) and no progress service drives the CQ's queue group, the call drives
 // it first: the caller's poll is the engine's turn. When one does, poll_cq only reaps.

@@ -30,6 +30,10 @@ using PostErrorFn = StatusCode (*)(const void* qp);
 // Drives the queue groups a Poller attached to (rx burst, protocol, tx burst, timers); returns
 // the frames it received, 0 for an empty pass.
 using ProgressFn = std::uint32_t (*)(void* poller);
+// Takes up to `count` receive WRs into a shared receive queue, in order; when it takes fewer, it
+// says why in `*reason` (no_resources: full; invalid_parameter: the first WR not taken is bad).
+using PostSrqRecvFn = std::uint16_t (*)(void* srq, const RecvWr* wrs, std::uint16_t count,
+                                        StatusCode* reason);
 // Asks for one write to the CQ's event fd when its next completion arrives (arm_cq()).
 using ArmCqFn = StatusCode (*)(void* cq);
 
@@ -45,7 +49,8 @@ struct PRDMA_CACHE_ALIGNED FastPathOps {
     ProgressFn progress = nullptr;
     // Defaulted as post_error; null for a device without completion events.
     ArmCqFn arm_cq = nullptr;
-    std::uint64_t reserved[1] = {};
+    // Defaulted as post_error; null for a device without shared receive queues.
+    PostSrqRecvFn post_srq_recv = nullptr;
 };
 static_assert(sizeof(FastPathOps) == PRDMA_CACHE_LINE_SIZE);
 

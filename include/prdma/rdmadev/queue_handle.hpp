@@ -25,11 +25,13 @@ protected:
 struct QpKind;
 struct CqKind;
 struct PollerKind;
+struct SrqKind;
 // A queue pair as the data path sees it (post_send, post_recv, post_error).
 using QpQueue = FastPathQueue<QpKind>;
 // A completion queue as the data path sees it (poll_cq).
 using CqQueue = FastPathQueue<CqKind>;
 // A thread's attachment to queue groups as the data path sees it (progress).
 using PollerQueue = FastPathQueue<PollerKind>;
+using SrqQueue = FastPathQueue<SrqKind>;
 
 } // namespace prdma::rdma

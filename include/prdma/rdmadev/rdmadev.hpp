@@ -54,6 +54,7 @@ struct ContextState;
 struct PdObject;
 struct CqObject;
 struct QpObject;
+struct SrqObject;
 struct MrObject;
 } // namespace detail
 
@@ -97,11 +98,14 @@ struct Counter {
 // - qp_last_wqe_reached: the QP is in the error state and its receive queue has been flushed, so
 //   no more receive WQEs will complete except with flush errors. Once per entry into ERR, for
 //   an error the device found (after qp_fatal) and for modify() to ERR alike. (IBTA raises it
-//   for QPs on a shared receive queue; prdma has no SRQs and raises it for every RC QP.)
+//   for QPs on a shared receive queue; prdma raises it for every RC QP, on an SRQ or not.)
+// - srq_limit_reached: an SRQ armed with a limit (SharedReceiveQueue::arm_limit) holds fewer
+//   receive WRs than the limit; once per arming, to the context that holds the SRQ.
 struct Event {
     EventType type = EventType::port_active;
-    std::uint8_t port = 0; // port events
-    std::uint32_t qpn = 0; // QP events
+    std::uint8_t port = 0;  // port events
+    std::uint32_t qpn = 0;  // QP events
+    std::uint32_t srqn = 0; // SRQ events
 };
 
 // ---- objects ------------------------------------------------------------------------------------
@@ -204,6 +208,7 @@ public:
 private:
     friend class Context;
     friend class QueuePair;
+    friend class SharedReceiveQueue;
     explicit ProtectionDomain(detail::PdObject* pd) : pd_(pd) {}
     // Wraps a new registration in `out`, counts it against `pd` and its context, and tells the
     // device (which may pend when `request_id` allows it).
@@ -242,6 +247,52 @@ private:
     explicit CompletionQueue(detail::CqObject* cq);
     void release() noexcept;
     detail::CqObject* cq_ = nullptr;
+};
+
+// A shared receive queue's size (ibv_srq_attr): the receive WRs it holds and the SGEs each may
+// have. Created on a PD: the lkeys of its receive WRs are checked against that PD.
+struct SrqCaps {
+    std::uint32_t max_wr = 256;
+    std::uint32_t max_sge = 4;
+};
+
+// A shared receive queue (ibv_srq): RC QPs created with it (QpInitAttr::srq) take their receive
+// WRs from it, in the order posted, whichever QP a SEND arrives on. It belongs to one queue group,
+// as a CQ does, and its QPs must too: the lcore that drives the group is the one consumer, the
+// thread that posts (post_srq_recv, fastpath.hpp) the one producer, so neither takes a lock or a
+// locked instruction. A QP on an SRQ has no receive queue of its own (post_recv:
+// invalid_parameter).
+class SharedReceiveQueue : public SrqQueue {
+public:
+    SharedReceiveQueue() = default;
+    SharedReceiveQueue(SharedReceiveQueue&& other) noexcept;
+    SharedReceiveQueue& operator=(SharedReceiveQueue&& other) noexcept;
+    SharedReceiveQueue(const SharedReceiveQueue&) = delete;
+    SharedReceiveQueue& operator=(const SharedReceiveQueue&) = delete;
+    ~SharedReceiveQueue();
+
+    explicit operator bool() const noexcept { return srq_ != nullptr; }
+    [[nodiscard]] std::uint32_t srqn() const;
+    [[nodiscard]] std::uint16_t queue_group() const;
+    // What it was created with (max_wr rounded up to what the ring holds).
+    [[nodiscard]] SrqCaps caps() const;
+    // Receive WRs posted and not yet taken by a SEND (a snapshot while the data path runs).
+    [[nodiscard]] Result<std::uint32_t> outstanding() const;
+    // The limit event (ibv_modify_srq with IBV_SRQ_LIMIT): once fewer than `limit` receive WRs
+    // are left, one srq_limit_reached event is raised and the SRQ is disarmed; arm again for the
+    // next. 0 disarms. invalid_parameter above max_wr.
+    Status arm_limit(std::uint32_t limit);
+    // The limit armed now; 0 once it fired (ibv_query_srq's srq_limit).
+    [[nodiscard]] Result<std::uint32_t> limit() const;
+    // Busy while QPs use it. Receive WRs still in it are dropped without completions, as verbs'
+    // ibv_destroy_srq drops them.
+    Status destroy();
+
+private:
+    friend class Context;
+    explicit SharedReceiveQueue(detail::SrqObject* srq);
+    void release() noexcept;
+    detail::SrqObject* srq_ = nullptr;
 };
 
 struct QpCaps {
@@ -391,6 +442,9 @@ struct QpInitAttr {
     QpType type = QpType::rc;
     QpCaps caps{};
     bool signal_all = false; // every send WR completes, as if flagged send_signaled
+    // Receive WRs come from this SRQ (same context and queue group as the CQs); caps.max_recv_wr
+    // and max_recv_sge are then ignored.
+    SharedReceiveQueue* srq = nullptr;
 };
 
 // The typed form of the device and port attributes (Context::device_info), beside the seed's
@@ -488,6 +542,11 @@ public:
                                       std::uint64_t request_id = 0, int event_fd = -1);
     // With a request id it may pend; the completion (ControlOp::create_qp) carries the QPN.
     Result<QueuePair> create_qp(const QpInitAttr& init, std::uint64_t request_id = 0);
+    // ibv_create_srq on `pd`, in queue group `queue_group` (where its QPs' CQs must be). Never
+    // pends: nothing of the group sees the SRQ before a QP is created with it. not_supported on a
+    // device without SRQs; invalid_parameter for caps beyond the device's (max_srq_wr, max_sge).
+    Result<SharedReceiveQueue> create_srq(ProtectionDomain& pd, const SrqCaps& caps,
+                                          std::uint16_t queue_group = 0);
 
     // Attaches the calling thread to queue group `group`, or to every group of the device when
     // none is named (Poller above). busy, with who drives it, when another thread or a progress
@@ -504,8 +563,8 @@ public:
 
     // Resources this client still holds (what close() would call busy).
     struct Resources {
-        std::uint32_t pds = 0, cqs = 0, qps = 0, mrs = 0;
-        [[nodiscard]] std::uint32_t total() const { return pds + cqs + qps + mrs; }
+        std::uint32_t pds = 0, cqs = 0, qps = 0, mrs = 0, srqs = 0;
+        [[nodiscard]] std::uint32_t total() const { return pds + cqs + qps + mrs + srqs; }
     };
     [[nodiscard]] Resources resources() const;
 

@@ -139,7 +139,8 @@ enum class EventType : std::uint8_t {
     qp_fatal,
     qp_last_wqe_reached,
     cq_error,
-    device_removed, // every later call fails with device_removed; release everything
+    device_removed,    // every later call fails with device_removed; release everything
+    srq_limit_reached, // an armed SRQ fell below its limit (once per arming)
 };
 std::string_view event_type_name(EventType type);
 

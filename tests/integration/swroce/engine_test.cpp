@@ -107,13 +107,17 @@ protected:
     // Connects at PSN 1000 both ways (the crafted frames of several tests count from there), with
     // the peer's MAC from its port (no ARP).
     void connect(Side& local, Side& remote, const Gid& remote_gid, std::uint8_t rnr_retry = 7) {
+        connect_qp(local.qp, remote, remote.qp, remote_gid, rnr_retry);
+    }
+    void connect_qp(QueuePair& local, Side& remote, const QueuePair& remote_qp,
+                    const Gid& remote_gid, std::uint8_t rnr_retry = 7) {
         std::vector<std::uint8_t> port(512);
         std::uint32_t got = static_cast<std::uint32_t>(port.size());
         ASSERT_TRUE(remote.context.query_port(1, port.data(), &got).ok());
         PortAttr remote_port;
         std::memcpy(&remote_port, port.data(), sizeof(remote_port));
         ConnectionDescriptor peer;
-        peer.qpn = remote.qp.qpn();
+        peer.qpn = remote_qp.qpn();
         peer.psn = 1000;
         peer.gid = remote_gid;
         std::memcpy(peer.mac, remote_port.mac, sizeof(peer.mac));
@@ -124,7 +128,7 @@ protected:
         options.max_rd_atomic = 4;
         options.max_dest_rd_atomic = 4;
         options.min_rnr_timer = 1; // 10 us: keeps the RNR test short
-        const Status status = local.qp.connect(peer, options);
+        const Status status = local.connect(peer, options);
         ASSERT_TRUE(status.ok()) << status.error().to_string();
     }
 
@@ -2177,6 +2181,186 @@ TEST_F(EngineTest, AnAttachedPollerDrivesItsGroupsWithoutACqPoll) {
     }();
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::success);
+}
+
+// ---- shared receive queues -------------------------------------------------------------------
+
+// b serves two of a's QPs from one SRQ.
+class SrqEngineTest : public EngineTest {
+protected:
+    void SetUp() override {
+        EngineTest::SetUp();
+        auto srq = b_->context.create_srq(b_->pd, {8, 2});
+        ASSERT_TRUE(srq.ok()) << srq.error().to_string();
+        srq_ = std::move(srq.value());
+        for (int i = 0; i < 2; ++i) {
+            QpInitAttr init;
+            init.pd = &b_->pd;
+            init.send_cq = &b_->cq;
+            init.recv_cq = &b_->cq;
+            init.srq = &srq_;
+            auto qp = b_->context.create_qp(init);
+            ASSERT_TRUE(qp.ok()) << qp.error().to_string();
+            served_[i] = std::move(qp.value());
+            clients_[i] = make_qp(*a_);
+        }
+        for (int i = 0; i < 2; ++i) {
+            connect_qp(clients_[i], *b_, served_[i], pair_->gid_b());
+            connect_qp(served_[i], *a_, clients_[i], pair_->gid_a());
+        }
+    }
+    void TearDown() override {
+        for (int i = 0; i < 2; ++i) {
+            served_[i] = {};
+            clients_[i] = {};
+        }
+        srq_ = {};
+        EngineTest::TearDown();
+    }
+    void post_srq(std::uint64_t wr_id, std::uint64_t offset, std::uint32_t length) {
+        RecvWr wr;
+        wr.wr_id = wr_id;
+        wr.num_sge = 1;
+        wr.sge = {b_->addr() + offset, length, b_->mr.lkey()};
+        ASSERT_EQ(post_srq_recv(srq_, {&wr, 1}), 1);
+    }
+    void send_on(int client, std::uint64_t offset, std::uint32_t length) {
+        SendWr wr = send_wr(*a_, WrOpcode::send, offset, length);
+        ASSERT_EQ(post_send(clients_[client], {&wr, 1}), 1);
+    }
+    std::vector<Event> srq_events() {
+        std::array<Event, 16> events{};
+        const std::size_t n = b_->context.poll_events(events);
+        std::vector<Event> out;
+        for (std::size_t i = 0; i < n; ++i) {
+            if (events[i].type == EventType::srq_limit_reached) {
+                out.push_back(events[i]);
+            }
+        }
+        return out;
+    }
+
+    SharedReceiveQueue srq_;
+    std::array<QueuePair, 2> served_;
+    std::array<QueuePair, 2> clients_;
+};
+
+TEST_F(SrqEngineTest, TwoQpsTakeReceivesFromOneSrqWhileTheirSendsInterleave) {
+    // A 5000-byte SEND (five packets) on one QP and small ones on the other at the same time:
+    // each takes the next receive of the SRQ when its first packet arrives and keeps it to its
+    // last, whatever comes in between.
+    constexpr std::uint32_t long_length = 5000;
+    fill(*a_, 0, long_length, 3);
+    fill(*a_, 8192, 64, 9);
+    for (std::uint64_t i = 0; i < 4; ++i) {
+        post_srq(100 + i, 65536 + i * 8192, 8192);
+    }
+    send_on(0, 0, long_length);
+    send_on(1, 8192, 64);
+    send_on(1, 8192, 64);
+    send_on(0, 0, long_length);
+    ASSERT_EQ(wait(*a_, 4).size(), 4U);
+    const auto received = wait(*b_, 4);
+    ASSERT_EQ(received.size(), 4U);
+    std::set<std::uint64_t> ids;
+    for (const WorkCompletion& wc : received) {
+        ASSERT_EQ(wc.status, WcStatus::success) << wc_status_name(wc.status);
+        ids.insert(wc.wr_id);
+        const bool long_one = wc.qpn == served_[0].qpn();
+        EXPECT_EQ(wc.qpn, long_one ? served_[0].qpn() : served_[1].qpn());
+        EXPECT_EQ(wc.src_qpn, long_one ? clients_[0].qpn() : clients_[1].qpn());
+        EXPECT_EQ(wc.byte_len, long_one ? long_length : 64U);
+        const std::uint64_t offset = 65536 + (wc.wr_id - 100) * 8192;
+        EXPECT_EQ(std::memcmp(b_->data() + offset, a_->data() + (long_one ? 0 : 8192), wc.byte_len),
+                  0)
+            << "wr " << wc.wr_id;
+    }
+    EXPECT_EQ(ids, (std::set<std::uint64_t>{100, 101, 102, 103})) << "each receive taken once";
+    EXPECT_EQ(srq_.outstanding().value(), 0U);
+}
+
+TEST_F(SrqEngineTest, AnEmptySrqIsReceiverNotReadyUntilTheApplicationPosts) {
+    fill(*a_, 0, 32, 5);
+    send_on(0, 0, 32);
+    EXPECT_TRUE(wait(*a_, 1, std::chrono::milliseconds(200)).empty()) << "RNR NAKs meanwhile";
+    EXPECT_GT(counter(*b_, "naks_sent"), 0U);
+    post_srq(7, 65536, 64);
+    const auto sent = wait(*a_, 1);
+    ASSERT_EQ(sent.size(), 1U);
+    EXPECT_EQ(sent[0].status, WcStatus::success);
+    const auto received = wait(*b_, 1);
+    ASSERT_EQ(received.size(), 1U);
+    EXPECT_EQ(received[0].wr_id, 7U);
+    EXPECT_EQ(std::memcmp(b_->data() + 65536, a_->data(), 32), 0);
+}
+
+TEST_F(SrqEngineTest, TheLimitEventFiresOncePerArming) {
+    for (std::uint64_t i = 0; i < 5; ++i) {
+        post_srq(i, 65536 + i * 1024, 1024);
+    }
+    ASSERT_TRUE(srq_.arm_limit(3).ok());
+    EXPECT_EQ(srq_.limit().value(), 3U);
+    EXPECT_EQ(srq_.arm_limit(9).code(), StatusCode::invalid_parameter) << "above max_wr";
+    send_on(0, 0, 16); // 4 left: not below 3
+    ASSERT_EQ(wait(*b_, 1).size(), 1U);
+    EXPECT_TRUE(srq_events().empty());
+    send_on(1, 0, 16); // 3 left
+    send_on(0, 0, 16); // 2 left: below
+    ASSERT_EQ(wait(*b_, 2).size(), 2U);
+    const auto fired = srq_events();
+    ASSERT_EQ(fired.size(), 1U);
+    EXPECT_EQ(fired[0].srqn, srq_.srqn());
+    EXPECT_EQ(srq_.limit().value(), 0U) << "disarmed once fired";
+    send_on(1, 0, 16); // 1 left: not armed, no event
+    ASSERT_EQ(wait(*b_, 1).size(), 1U);
+    EXPECT_TRUE(srq_events().empty());
+}
+
+TEST_F(SrqEngineTest, BadUseIsRefusedWithAReason) {
+    RecvWr own;
+    own.num_sge = 1;
+    own.sge = {b_->addr(), 64, b_->mr.lkey()};
+    const PostResult refused = post_recv(served_[0], {&own, 1});
+    EXPECT_EQ(refused.posted, 0U);
+    EXPECT_EQ(refused.reason, StatusCode::invalid_parameter) << "a QP on an SRQ posts there";
+
+    std::array<Sge, 3> sges{};
+    RecvWr many;
+    many.num_sge = 3; // the SRQ takes 2
+    many.sg_list = sges.data();
+    EXPECT_EQ(post_srq_recv(srq_, {&many, 1}).reason, StatusCode::invalid_parameter);
+    std::vector<RecvWr> full(9, own);
+    const PostResult over = post_srq_recv(srq_, full);
+    EXPECT_EQ(over.posted, 8U);
+    EXPECT_EQ(over.reason, StatusCode::no_resources);
+
+    EXPECT_EQ(b_->context.create_srq(b_->pd, {0, 1}).code(), StatusCode::invalid_parameter);
+    EXPECT_EQ(b_->context.create_srq(b_->pd, {8, 1}, 5).code(), StatusCode::invalid_parameter);
+    EXPECT_EQ(srq_.destroy().code(), StatusCode::busy) << "QPs use it";
+    EXPECT_EQ(b_->context.close().code(), StatusCode::busy);
+    served_[0] = {};
+    served_[1] = {};
+    EXPECT_TRUE(srq_.destroy().ok());
+    EXPECT_EQ(b_->context.resources().srqs, 0U);
+}
+
+TEST_F(SrqEngineTest, AQpThatFailsLeavesTheSrqToTheOthers) {
+    // A QP's move to ERR flushes its own queues, not its SRQ's: the receives left there serve the
+    // other QPs on it.
+    post_srq(1, 65536, 8192);
+    post_srq(2, 65536 + 8192, 8192);
+    QpAttr err;
+    err.state = QpState::err;
+    fill(*a_, 0, 3000, 1);
+    send_on(0, 0, 3000);
+    ASSERT_EQ(wait(*b_, 1).size(), 1U) << "the SEND completes first";
+    ASSERT_TRUE(served_[0].modify(err, qp_attr_state).ok());
+    EXPECT_EQ(srq_.outstanding().value(), 1U) << "an SRQ is not flushed with its QPs";
+    send_on(1, 0, 64);
+    const auto other = wait(*b_, 1);
+    ASSERT_EQ(other.size(), 1U);
+    EXPECT_EQ(other[0].wr_id, 2U);
+    EXPECT_EQ(other[0].status, WcStatus::success);
 }
 
 } // namespace
