@@ -216,10 +216,13 @@ Status Context::make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t re
     if (init.srq != nullptr && srq == nullptr) {
         return Error(StatusCode::invalid_parameter, "the QP's SRQ handle is empty");
     }
-    if (srq != nullptr && (srq->queue_group != send_cq->queue_group || init.type != QpType::rc)) {
+    if (srq != nullptr && init.type != QpType::rc) {
+        return Error(StatusCode::invalid_parameter, "an SRQ serves RC QPs only");
+    }
+    if (srq != nullptr && srq->queue_group != send_cq->queue_group) {
         return Error(StatusCode::invalid_parameter,
-                     strformat("an SRQ serves RC QPs of its own queue group (%u); this QP's CQs "
-                               "are in group %u",
+                     strformat("an SRQ serves QPs of its own queue group (%u); this QP's CQs are "
+                               "in group %u",
                                srq->queue_group, send_cq->queue_group));
     }
     QpCaps caps = init.caps;

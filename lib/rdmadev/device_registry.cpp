@@ -38,7 +38,16 @@ std::uint16_t dummy_poll_cq(void*, WorkCompletion*, std::uint16_t) {
     return 0;
 }
 
-constexpr FastPathOps dummy_ops{dummy_post_send, dummy_post_recv, dummy_poll_cq, nullptr, {}};
+std::uint16_t dummy_post_srq_recv(void*, const RecvWr*, std::uint16_t, StatusCode* reason) {
+    *reason = StatusCode::device_removed;
+    return 0;
+}
+
+constexpr FastPathOps dummy_ops{.post_send = dummy_post_send,
+                                .post_recv = dummy_post_recv,
+                                .poll_cq = dummy_poll_cq,
+                                .device_private = nullptr,
+                                .post_srq_recv = dummy_post_srq_recv};
 
 struct Slot {
     std::unique_ptr<driver::Device> device;

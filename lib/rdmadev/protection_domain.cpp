@@ -77,8 +77,8 @@ Status ProtectionDomain::destroy() {
     }
     if (pd_->has_children()) {
         return Error(StatusCode::busy,
-                     strformat("PD %u still has %u QPs, %u MRs and %u registration caches", pd_->id,
-                               pd_->qps, pd_->mrs, pd_->caches));
+                     strformat("PD %u still has %u QPs, %u SRQs, %u MRs and %u registration caches",
+                               pd_->id, pd_->qps, pd_->srqs, pd_->mrs, pd_->caches));
     }
     std::unique_ptr<PdObject> owned(std::exchange(pd_, nullptr));
     --owned->context->resources.pds;

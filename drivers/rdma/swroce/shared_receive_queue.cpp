@@ -26,7 +26,12 @@ Status create_srq(Device& device, const rdma::driver::SrqInit& init,
     }
     auto srq = std::make_unique<SwroceSrq>();
     srq->device = &dev;
-    srq->srqn = dev.next_srqn++;
+    // The lowest number not in use: events carry 24 bits of it, and a number is never shared.
+    srq->srqn = 1;
+    while (std::any_of(dev.srqs.begin(), dev.srqs.end(),
+                       [&](const auto& other) { return other->srqn == srq->srqn; })) {
+        ++srq->srqn;
+    }
     srq->pd = init.pd;
     srq->queue_group = init.queue_group;
     srq->max_sge = std::min(init.caps.max_sge, max_recv_sge);
@@ -59,7 +64,8 @@ Status arm_srq_limit(Device& /*device*/, void* srq, std::uint32_t limit) {
 void query_srq(Device& /*device*/, void* srq, std::uint32_t& limit, std::uint32_t& outstanding) {
     const auto& s = *static_cast<const SwroceSrq*>(srq);
     limit = s.limit.load(std::memory_order_relaxed);
-    outstanding = s.ring.size();
+    // Read beside both sides: a post and a take between size()'s two loads can make it wrap.
+    outstanding = std::min(s.ring.size(), s.ring.capacity());
 }
 
 std::uint16_t swroce_post_srq_recv(void* queue, const rdma::RecvWr* wrs, std::uint16_t count,

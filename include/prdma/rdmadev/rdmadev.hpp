@@ -261,7 +261,11 @@ struct SrqCaps {
 // as a CQ does, and its QPs must too: the lcore that drives the group is the one consumer, the
 // thread that posts (post_srq_recv, fastpath.hpp) the one producer, so neither takes a lock or a
 // locked instruction. A QP on an SRQ has no receive queue of its own (post_recv:
-// invalid_parameter).
+// invalid_parameter). A SEND takes its receive WR from the SRQ at its first packet and the QP
+// holds it until the last: moving the QP to ERR completes a held WR as a flush error; moving it
+// straight to RESET drops it without a completion, as RESET drops a QP's own receives (go through
+// ERR and wait for qp_last_wqe_reached to get it back, as verbs says for SRQs). arm_limit below
+// what the SRQ holds now fires at the next receive the SRQ gives out.
 class SharedReceiveQueue : public SrqQueue {
 public:
     SharedReceiveQueue() = default;

@@ -2217,11 +2217,16 @@ protected:
         srq_ = {};
         EngineTest::TearDown();
     }
+    // Two SGEs, back to back: a message longer than the first half crosses into the second,
+    // which the QP reads from its own copy of the WR once the SRQ slot is given out again.
     void post_srq(std::uint64_t wr_id, std::uint64_t offset, std::uint32_t length) {
+        const std::uint32_t half = length / 2;
+        std::array<Sge, 2> sges{Sge{b_->addr() + offset, half, b_->mr.lkey()},
+                                Sge{b_->addr() + offset + half, length - half, b_->mr.lkey()}};
         RecvWr wr;
         wr.wr_id = wr_id;
-        wr.num_sge = 1;
-        wr.sge = {b_->addr() + offset, length, b_->mr.lkey()};
+        wr.num_sge = 2;
+        wr.sg_list = sges.data();
         ASSERT_EQ(post_srq_recv(srq_, {&wr, 1}), 1);
     }
     void send_on(int client, std::uint64_t offset, std::uint32_t length) {
