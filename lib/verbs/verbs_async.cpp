@@ -4,7 +4,8 @@
 // prdma raises events on its control path (Context::poll_events), which only a call drives: a
 // watcher thread per context calls it every few milliseconds and moves what it returns here.
 // Events are turned into verbs' form when handed out, so a QP destroyed meanwhile is skipped.
-// As verbs, ibv_destroy_qp waits until every event handed out for the QP has been acknowledged.
+// As verbs, ibv_destroy_qp (ibv_destroy_srq) waits until every event handed out for the QP (SRQ)
+// has been acknowledged.
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -33,15 +34,19 @@ struct AsyncEvents {
         ::close(fd);
     }
 
-    struct WatchedQp {
-        ibv_qp* qp = nullptr;
-        std::uint32_t reported = 0; // events handed out: what ibv_destroy_qp waits to see acked
+    // A QP or an SRQ events are handed out for, and how many were: what its destroy waits to see
+    // acknowledged.
+    template <typename Object>
+    struct Watched {
+        Object* object = nullptr;
+        std::uint32_t reported = 0;
     };
     int fd;
     std::mutex mutex;
     std::deque<rdma::Event> held;
-    std::unordered_map<std::uint32_t, WatchedQp> qps; // by QPN
-    std::jthread watcher;                             // last: it stops before the rest goes
+    std::unordered_map<std::uint32_t, Watched<ibv_qp>> qps;   // by QPN
+    std::unordered_map<std::uint32_t, Watched<ibv_srq>> srqs; // by SRQ number
+    std::jthread watcher;                                     // last: it stops before the rest goes
 };
 
 namespace {
@@ -72,8 +77,8 @@ void watch(const std::stop_token& stop, ShimContext& shim, AsyncEvents& async) {
     }
 }
 
-// The oldest held event in verbs' form; false when it names a QP no longer there (or a CQ, which
-// prdma's events never name), so the caller takes the next.
+// The oldest held event in verbs' form; false when it names a QP or SRQ no longer there (or a CQ,
+// which prdma's events never name), so the caller takes the next.
 bool hand_out(AsyncEvents& async, ibv_async_event& out) {
     const std::lock_guard lock(async.mutex);
     if (async.held.empty()) {
@@ -101,11 +106,20 @@ bool hand_out(AsyncEvents& async, ibv_async_event& out) {
         ++it->second.reported;
         out.event_type = event.type == rdma::EventType::qp_fatal ? IBV_EVENT_QP_FATAL
                                                                  : IBV_EVENT_QP_LAST_WQE_REACHED;
-        out.element.qp = it->second.qp;
+        out.element.qp = it->second.object;
+        return true;
+    }
+    case rdma::EventType::srq_limit_reached: {
+        auto it = async.srqs.find(event.srqn);
+        if (it == async.srqs.end()) {
+            return false;
+        }
+        ++it->second.reported;
+        out.event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
+        out.element.srq = it->second.object;
         return true;
     }
     case rdma::EventType::cq_error:
-    case rdma::EventType::srq_limit_reached: // the shim does not create SRQs yet
         return false;
     }
     return false;
@@ -133,25 +147,56 @@ void stop_async_events(ShimContext& shim) {
     }
 }
 
+namespace {
+
+// Stops handing out `object`'s events and waits, as verbs' destroy does, until those handed out
+// are acknowledged (ibv_ack_async_event counts them in events_completed).
+template <typename Object>
+void unwatch(AsyncEvents& async,
+             std::unordered_map<std::uint32_t, AsyncEvents::Watched<Object>>& watched,
+             std::uint32_t number, Object* object) {
+    std::uint32_t reported = 0;
+    {
+        const std::lock_guard lock(async.mutex);
+        // Only its own entry: the number may already be another's, made after its destroy.
+        if (auto it = watched.find(number); it != watched.end() && it->second.object == object) {
+            reported = it->second.reported;
+            watched.erase(it);
+        }
+    }
+    pthread_mutex_lock(&object->mutex);
+    while (object->events_completed != reported) {
+        pthread_cond_wait(&object->cond, &object->mutex);
+    }
+    pthread_mutex_unlock(&object->mutex);
+}
+
+template <typename Object>
+void acknowledge(Object* object) {
+    pthread_mutex_lock(&object->mutex);
+    ++object->events_completed;
+    pthread_cond_signal(&object->cond);
+    pthread_mutex_unlock(&object->mutex);
+}
+
+} // namespace
+
 void watch_qp_events(ShimContext& shim, ibv_qp* qp) {
     const std::lock_guard lock(shim.async->mutex);
     shim.async->qps[qp->qp_num] = {qp, 0};
 }
 
 void unwatch_qp_events(ShimContext& shim, ibv_qp* qp) {
-    std::uint32_t reported = 0;
-    {
-        const std::lock_guard lock(shim.async->mutex);
-        if (auto it = shim.async->qps.find(qp->qp_num); it != shim.async->qps.end()) {
-            reported = it->second.reported;
-            shim.async->qps.erase(it);
-        }
-    }
-    pthread_mutex_lock(&qp->mutex);
-    while (qp->events_completed != reported) {
-        pthread_cond_wait(&qp->cond, &qp->mutex);
-    }
-    pthread_mutex_unlock(&qp->mutex);
+    unwatch(*shim.async, shim.async->qps, qp->qp_num, qp);
+}
+
+void watch_srq_events(ShimContext& shim, ibv_srq* srq) {
+    const std::lock_guard lock(shim.async->mutex);
+    shim.async->srqs[srq->handle] = {srq, 0};
+}
+
+void unwatch_srq_events(ShimContext& shim, ibv_srq* srq) {
+    unwatch(*shim.async, shim.async->srqs, srq->handle, srq);
 }
 
 } // namespace prdma::verbs
@@ -190,14 +235,13 @@ void ibv_ack_async_event(ibv_async_event* event) {
     case IBV_EVENT_SQ_DRAINED:
     case IBV_EVENT_PATH_MIG:
     case IBV_EVENT_PATH_MIG_ERR:
-    case IBV_EVENT_QP_LAST_WQE_REACHED: {
-        ibv_qp* qp = event->element.qp;
-        pthread_mutex_lock(&qp->mutex);
-        ++qp->events_completed;
-        pthread_cond_signal(&qp->cond);
-        pthread_mutex_unlock(&qp->mutex);
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+        prdma::verbs::acknowledge(event->element.qp);
         return;
-    }
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+        prdma::verbs::acknowledge(event->element.srq);
+        return;
     default:
         return; // port and device events hold nothing
     }

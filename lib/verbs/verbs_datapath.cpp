@@ -1,5 +1,6 @@
-// The data path libibverbs' inline ibv_post_send, ibv_post_recv and ibv_poll_cq reach through
-// the context's ops: verbs work requests and completions converted to prdma's, a burst at a time.
+// The data path libibverbs' inline ibv_post_send, ibv_post_recv, ibv_post_srq_recv and ibv_poll_cq
+// reach through the context's ops: verbs work requests and completions converted to prdma's, a
+// burst at a time.
 #include <arpa/inet.h>
 #include <cerrno>
 
@@ -183,6 +184,13 @@ int post_recv_op(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
         wr, bad, [&](std::span<const rdma::RecvWr> wrs) { return rdma::post_recv(handle, wrs); });
 }
 
+int post_srq_recv_op(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    const rdma::SharedReceiveQueue& handle = *shim_of<ShimSrq>(srq).handle;
+    return post_chain<ibv_recv_wr, rdma::RecvWr>(wr, bad, [&](std::span<const rdma::RecvWr> wrs) {
+        return rdma::post_srq_recv(handle, wrs);
+    });
+}
+
 } // namespace
 
 // A full queue is ENOMEM, as verbs has it; a QP in a state that takes no posts is EINVAL, as rxe
@@ -299,6 +307,7 @@ void set_data_path_ops(ShimContext& shim) {
     ops.poll_cq = poll_cq_op;
     ops.post_send = post_send_op;
     ops.post_recv = post_recv_op;
+    ops.post_srq_recv = post_srq_recv_op;
 }
 
 } // namespace prdma::verbs

@@ -51,6 +51,9 @@ void fill_device_attr(const rdma::DeviceAttr& attr, ibv_device_attr& out) {
     out.max_cqe = static_cast<int>(attr.max_cqe);
     out.max_mr = static_cast<int>(attr.max_mr);
     out.max_pd = static_cast<int>(attr.max_pd);
+    out.max_srq = static_cast<int>(attr.max_srq);
+    out.max_srq_wr = attr.max_srq != 0 ? static_cast<int>(attr.max_qp_wr) : 0; // attributes.hpp
+    out.max_srq_sge = attr.max_srq != 0 ? static_cast<int>(attr.max_sge) : 0;
     // verbs' max_qp_rd_atom is what a QP accepts as a responder (max_dest_rd_atomic) and
     // max_qp_init_rd_atom what it may have outstanding (max_rd_atomic): prdma names them the
     // other way round (attributes.hpp).

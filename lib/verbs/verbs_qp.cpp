@@ -1,4 +1,5 @@
-// Queue pairs: create, modify (ibv_qp_attr and its mask to prdma's), query, destroy. RC only.
+// Queue pairs: create (with its own receive queue or an SRQ's), modify (ibv_qp_attr and its mask
+// to prdma's), query, destroy. RC only.
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -133,9 +134,6 @@ Status check_init(const ibv_qp_init_attr& init) {
     if (init.qp_type != IBV_QPT_RC) {
         return Error(StatusCode::not_supported, "only RC QPs are supported (not UC, UD or XRC)");
     }
-    if (init.srq != nullptr) {
-        return Error(StatusCode::not_supported, "shared receive queues are not supported yet");
-    }
     if (init.send_cq == nullptr || init.recv_cq == nullptr) {
         return Error(StatusCode::invalid_parameter, "a QP needs a send and a receive CQ");
     }
@@ -170,6 +168,15 @@ Result<std::unique_ptr<ShimQp>> make_qp(ShimContext& context, ibv_pd* pd,
     attr.pd = &shim_of<ShimPd>(pd).handle;
     attr.send_cq = shim_of<ShimCq>(init.send_cq).handle;
     attr.recv_cq = shim_of<ShimCq>(init.recv_cq).handle;
+    if (init.srq != nullptr) {
+        if (init.srq->context != pd->context) {
+            return Error(StatusCode::invalid_parameter, "the SRQ is another context's");
+        }
+        attr.srq = shim_of<ShimSrq>(init.srq).handle;
+        // Its receives are the SRQ's: verbs reports no receive queue of its own.
+        made->caps.max_recv_wr = 0;
+        made->caps.max_recv_sge = 0;
+    }
     attr.caps = made->caps;
     attr.signal_all = made->signal_all;
     const std::lock_guard lock(context.control_mutex);
@@ -205,6 +212,7 @@ ShimQp* create_qp(const char* verb, ibv_pd* pd, ibv_qp_init_attr* init) {
     qp.pd = pd;
     qp.send_cq = init->send_cq;
     qp.recv_cq = init->recv_cq;
+    qp.srq = init->srq;
     qp.qp_num = made.value()->handle->qpn();
     qp.handle = qp.qp_num;
     qp.state = IBV_QPS_RESET;
@@ -293,6 +301,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
     init->qp_context = qp->qp_context;
     init->send_cq = qp->send_cq;
     init->recv_cq = qp->recv_cq;
+    init->srq = qp->srq;
     init->cap = attr->cap;
     init->qp_type = IBV_QPT_RC;
     init->sq_sig_all = shim.signal_all ? 1 : 0;

@@ -133,8 +133,14 @@ struct ShimQp {
     bool signal_all = false;
     WrBatch* batch = nullptr; // kept with the handle
 };
+// A shared receive queue (verbs_srq.cpp); its QPs name it in their ibv_qp's srq.
+struct ShimSrq {
+    ibv_srq srq{};
+    rdma::SharedReceiveQueue* handle = nullptr; // kept
+};
 static_assert(std::is_standard_layout_v<ShimPd> && std::is_standard_layout_v<ShimMr> &&
-              std::is_standard_layout_v<ShimCq> && std::is_standard_layout_v<ShimQp>);
+              std::is_standard_layout_v<ShimCq> && std::is_standard_layout_v<ShimQp> &&
+              std::is_standard_layout_v<ShimSrq>);
 
 // Owns the parts shim objects point at, by address, until release_kept (verbs_env.cpp).
 void keep_erased(const void* key, std::shared_ptr<void> owner);
@@ -210,6 +216,9 @@ Status start_async_events(ShimContext& shim);
 void stop_async_events(ShimContext& shim);
 void watch_qp_events(ShimContext& shim, ibv_qp* qp);
 void unwatch_qp_events(ShimContext& shim, ibv_qp* qp);
+// The same for an SRQ's limit events, from create to ibv_destroy_srq.
+void watch_srq_events(ShimContext& shim, ibv_srq* srq);
+void unwatch_srq_events(ShimContext& shim, ibv_srq* srq);
 
 // A CQ for ibv_create_cq and ibv_create_cq_ex (verbs_objects.cpp): null after one line naming
 // `verb`. The extended verb adds its readers (verbs_cq_ex.cpp).
@@ -236,7 +245,7 @@ Result<int> attach_to_channel(ibv_comp_channel* channel, ibv_cq* cq);
 void detach_from_channel(ibv_cq* cq, int event_fd);
 int req_notify_cq_op(ibv_cq* cq, int solicited_only);
 
-// The data path ops (verbs_datapath.cpp): post_send, post_recv, poll_cq.
+// The data path ops (verbs_datapath.cpp): post_send, post_recv, post_srq_recv, poll_cq.
 void set_data_path_ops(ShimContext& shim);
 // Fills the context's ops (ibv_context_ops and the extended ops of verbs_context).
 void set_context_ops(ShimContext& shim);

@@ -26,10 +26,6 @@ int refuse_call(const char* verb) {
     return EOPNOTSUPP;
 }
 
-int post_srq_recv_op(ibv_srq*, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-    *bad_wr = wr;
-    return refuse_call("ibv_post_srq_recv");
-}
 ibv_mw* alloc_mw_op(ibv_pd*, ibv_mw_type) {
     return refuse_object<ibv_mw>("ibv_alloc_mw");
 }
@@ -48,7 +44,6 @@ void set_context_ops(ShimContext& shim) {
     set_data_path_ops(shim);
     shim.vctx.create_cq_ex = create_cq_ex_op; // verbs_cq_ex.cpp
     shim.vctx.create_qp_ex = create_qp_ex_op; // verbs_qp_ex.cpp
-    ops.post_srq_recv = post_srq_recv_op;
     ops.alloc_mw = alloc_mw_op;
     ops.bind_mw = bind_mw_op;
     ops.dealloc_mw = dealloc_mw_op;
@@ -69,18 +64,6 @@ int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
 }
 int ibv_resize_cq(ibv_cq*, int) {
     return refuse_call("ibv_resize_cq");
-}
-ibv_srq* ibv_create_srq(ibv_pd*, ibv_srq_init_attr*) {
-    return refuse_object<ibv_srq>("ibv_create_srq");
-}
-int ibv_modify_srq(ibv_srq*, ibv_srq_attr*, int) {
-    return refuse_call("ibv_modify_srq");
-}
-int ibv_query_srq(ibv_srq*, ibv_srq_attr*) {
-    return refuse_call("ibv_query_srq");
-}
-int ibv_destroy_srq(ibv_srq*) {
-    return refuse_call("ibv_destroy_srq");
 }
 ibv_ah* ibv_create_ah(ibv_pd*, ibv_ah_attr*) {
     return refuse_object<ibv_ah>("ibv_create_ah");

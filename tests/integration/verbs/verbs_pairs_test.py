@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Debian's own verbs programs on both ends, each process with libprdma-verbs preloaded and its
 own swroce device on one end of a memif link, the engine on an EAL service lcore: rdma-core's
-ibv_rc_pingpong (with -g and its own buffer check) and perftest's WRITE, READ, SEND and atomic
-tests, latency and bandwidth, at sizes up to multi-packet, and ibv_asyncwatch hearing the port
-come and go. Each pair must exit 0 on both sides, print its results, leave no runtime directory
+ibv_rc_pingpong (with -g and its own buffer check) and ibv_srq_pingpong (many QPs on one SRQ),
+perftest's WRITE, READ, SEND and atomic tests, latency and bandwidth, at sizes up to
+multi-packet, and ibv_asyncwatch hearing the port come and go. Each pair must exit 0 on both sides, print its results, leave no runtime directory
 and crash nowhere."""
 import os
 import re
@@ -92,6 +92,15 @@ class VerbsPairsTest(unittest.TestCase):
                 'ibv_rc_pingpong', ['-g', '0', '-d', 'rdma_swroce0', '-n', '100', '-s', size,
                                     '-c'], r'100 iters in [0-9.]+ seconds')
             self.assertIn('GID ::ffff:10.9.0.1', client[1] + client[2])
+
+    def test_ibv_srq_pingpong_many_qps_on_one_srq(self):
+        # 16 QPs per side take their receives from one SRQ, reposted as it drains; 4096 B is four
+        # packets at the 1024 B path MTU, so a receive is held across a multi-packet SEND.
+        for size in ('4096', '64'):
+            server, client = self.expect_pair(
+                'ibv_srq_pingpong', ['-g', '0', '-d', 'rdma_swroce0', '-n', '200', '-q', '16',
+                                     '-r', '64', '-s', size], r'200 iters in [0-9.]+ seconds')
+            self.assertEqual(len(re.findall(r'remote address: .*QPN', client[1])), 16)
 
     def test_event_mode_wakes_on_completions(self):
         # -e: the programs sleep in ibv_get_cq_event; the service lcore's completion wakes them.

@@ -2,9 +2,9 @@
 // LD_PRELOAD) on two swroce devices joined by a memif link inside this one process: asynchronous
 // events (a QP the device failed, handed to the context that holds it, and a destroy that waits
 // for their acknowledgement), async_fd made non-blocking, extended CQs read one completion at a
-// time, the ibv_wr_* builders, and bad use answered with verbs' error numbers: a modify without
-// a required attribute, a post on a QP in RESET, an MR over unmapped memory, and verbs on a
-// context closed with objects left.
+// time, the ibv_wr_* builders, a shared receive queue serving two QPs, and bad use answered with
+// verbs' error numbers: a modify without a required attribute, a post on a QP in RESET, an MR over
+// unmapped memory, and verbs on a context closed with objects left.
 #include <arpa/inet.h>
 #include <array>
 #include <cerrno>
@@ -473,6 +473,135 @@ TEST_F(VerbsProgram, TheWrBuildersPostABatchAsOnePost) {
     EXPECT_EQ(std::string(b.buf.data(), 17), "written by ibv_wr");
     free_side(a);
     free_side(b);
+}
+
+// Two QPs take their receives from one SRQ, in the order posted, whichever QP a SEND arrives on;
+// the SRQ's limit event is raised once, to its context, and its destroy is refused while QPs use
+// it and waits, as verbs', until the event handed out is acknowledged.
+TEST_F(VerbsProgram, OneSrqServesTwoQpsAndRaisesItsLimitOnce) {
+    ibv_device_attr dev{};
+    ASSERT_EQ(ibv_query_device(b_, &dev), 0);
+    EXPECT_GT(dev.max_srq, 0);
+    EXPECT_GT(dev.max_srq_wr, 0);
+    EXPECT_GT(dev.max_srq_sge, 0);
+
+    std::array<Side, 2> a;
+    make_side(a_, a[0]);
+    make_side(a_, a[1]);
+    ibv_pd* pd = ibv_alloc_pd(b_);
+    ASSERT_NE(pd, nullptr);
+    ibv_cq* cq = ibv_create_cq(b_, 32, nullptr, nullptr, 0);
+    ASSERT_NE(cq, nullptr);
+    std::vector<char> buf(4096);
+    ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr);
+    ibv_srq_init_attr srq_init{};
+    srq_init.attr = {.max_wr = 16, .max_sge = 1, .srq_limit = 0};
+    ibv_srq* srq = ibv_create_srq(pd, &srq_init);
+    ASSERT_NE(srq, nullptr);
+    EXPECT_GE(srq_init.attr.max_wr, 16U);
+    std::array<ibv_qp*, 2> qps{};
+    for (ibv_qp*& qp : qps) {
+        ibv_qp_init_attr init{};
+        init.send_cq = cq;
+        init.recv_cq = cq;
+        init.srq = srq;
+        init.qp_type = IBV_QPT_RC;
+        init.cap = {.max_send_wr = 4,
+                    .max_recv_wr = 0,
+                    .max_send_sge = 1,
+                    .max_recv_sge = 0,
+                    .max_inline_data = 0};
+        qp = ibv_create_qp(pd, &init);
+        ASSERT_NE(qp, nullptr);
+        EXPECT_EQ(qp->srq, srq);
+        EXPECT_EQ(init.cap.max_recv_wr, 0U) << "a QP on an SRQ has no receive queue of its own";
+    }
+    connect(a_, a[0].qp, b_, qps[0]);
+    connect(b_, qps[0], a_, a[0].qp);
+    connect(a_, a[1].qp, b_, qps[1]);
+    connect(b_, qps[1], a_, a[1].qp);
+
+    constexpr int posted = 8;
+    for (int i = 0; i < posted; ++i) {
+        ibv_sge sge{.addr = reinterpret_cast<std::uintptr_t>(buf.data()) + 64U * i,
+                    .length = 64,
+                    .lkey = mr->lkey};
+        ibv_recv_wr wr{};
+        wr.wr_id = 200U + i;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
+        if (i == 0) {
+            EXPECT_EQ(ibv_post_recv(qps[0], &wr, &bad), EINVAL) << "a QP on an SRQ";
+            EXPECT_EQ(bad, &wr);
+        }
+    }
+    ibv_srq_attr attr{};
+    attr.srq_limit = 6;
+    ASSERT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT), 0);
+    attr.srq_limit = srq_init.attr.max_wr + 1;
+    EXPECT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT), EINVAL);
+    attr.max_wr = srq_init.attr.max_wr * 2;
+    EXPECT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), EOPNOTSUPP);
+    ASSERT_EQ(ibv_query_srq(srq, &attr), 0);
+    EXPECT_EQ(attr.srq_limit, 6U);
+    EXPECT_EQ(attr.max_wr, srq_init.attr.max_wr);
+    EXPECT_EQ(ibv_destroy_srq(srq), EBUSY);
+    make_nonblocking(b_);
+
+    // A SEND from each QP in turn: the SRQ's WRs are taken in order, whichever QP it came on.
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    const auto send = [&](int n) {
+        Side& from = a[n % 2];
+        std::snprintf(from.buf.data(), 16, "send %d", n);
+        ibv_sge sge{.addr = reinterpret_cast<std::uintptr_t>(from.buf.data()),
+                    .length = 16,
+                    .lkey = from.mr->lkey};
+        ibv_send_wr wr{};
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_SEND;
+        ibv_send_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_send(from.qp, &wr, &bad), 0);
+        ibv_wc wc{};
+        while (ibv_poll_cq(cq, 1, &wc) == 0) {
+            ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+                << "SEND " << n << " not received";
+        }
+        EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(wc.wr_id, 200U + n);
+        EXPECT_EQ(wc.qp_num, qps[n % 2]->qp_num);
+        EXPECT_EQ(wc.byte_len, 16U);
+        EXPECT_EQ(std::string(buf.data() + 64U * n), "send " + std::to_string(n));
+    };
+    for (int n = 0; n < 3; ++n) {
+        send(n);
+    }
+    // 5 left, below the limit of 6: one event, and the SRQ is disarmed.
+    ibv_async_event limit{};
+    ASSERT_TRUE(next_event(b_, limit, 5000ms)) << "no SRQ limit event";
+    EXPECT_EQ(limit.event_type, IBV_EVENT_SRQ_LIMIT_REACHED);
+    EXPECT_EQ(limit.element.srq, srq);
+    ASSERT_EQ(ibv_query_srq(srq, &attr), 0);
+    EXPECT_EQ(attr.srq_limit, 0U);
+    send(3);
+    ibv_async_event again{};
+    EXPECT_FALSE(next_event(b_, again, 300ms)) << "the limit event raised twice";
+
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(ibv_destroy_qp(qps[i]), 0);
+        free_side(a[i]);
+    }
+    auto destroyed = std::async(std::launch::async, [&] { return ibv_destroy_srq(srq); });
+    EXPECT_EQ(destroyed.wait_for(200ms), std::future_status::timeout);
+    ibv_ack_async_event(&limit);
+    ASSERT_EQ(destroyed.wait_for(10s), std::future_status::ready);
+    EXPECT_EQ(destroyed.get(), 0);
+    EXPECT_EQ(ibv_dereg_mr(mr), 0);
+    EXPECT_EQ(ibv_destroy_cq(cq), 0);
+    EXPECT_EQ(ibv_dealloc_pd(pd), 0);
 }
 
 } // namespace
