@@ -149,21 +149,26 @@ void stop_async_events(ShimContext& shim) {
 
 namespace {
 
-// Stops handing out `object`'s events and waits, as verbs' destroy does, until those handed out
-// are acknowledged (ibv_ack_async_event counts them in events_completed).
+// Stops handing out `object`'s events; the number of those handed out.
 template <typename Object>
-void unwatch(AsyncEvents& async,
-             std::unordered_map<std::uint32_t, AsyncEvents::Watched<Object>>& watched,
-             std::uint32_t number, Object* object) {
-    std::uint32_t reported = 0;
-    {
-        const std::lock_guard lock(async.mutex);
-        // Only its own entry: the number may already be another's, made after its destroy.
-        if (auto it = watched.find(number); it != watched.end() && it->second.object == object) {
-            reported = it->second.reported;
-            watched.erase(it);
-        }
+std::uint32_t forget(AsyncEvents& async,
+                     std::unordered_map<std::uint32_t, AsyncEvents::Watched<Object>>& watched,
+                     std::uint32_t number, const Object* object) {
+    const std::lock_guard lock(async.mutex);
+    // Only its own entry: the number may already be another's, made after its destroy.
+    auto it = watched.find(number);
+    if (it == watched.end() || it->second.object != object) {
+        return 0;
     }
+    const std::uint32_t reported = it->second.reported;
+    watched.erase(it);
+    return reported;
+}
+
+// Waits, as verbs' destroy does, until the events handed out are acknowledged
+// (ibv_ack_async_event counts them in events_completed).
+template <typename Object>
+void wait_acks(Object* object, std::uint32_t reported) {
     pthread_mutex_lock(&object->mutex);
     while (object->events_completed != reported) {
         pthread_cond_wait(&object->cond, &object->mutex);
@@ -187,7 +192,7 @@ void watch_qp_events(ShimContext& shim, ibv_qp* qp) {
 }
 
 void unwatch_qp_events(ShimContext& shim, ibv_qp* qp) {
-    unwatch(*shim.async, shim.async->qps, qp->qp_num, qp);
+    wait_acks(qp, forget(*shim.async, shim.async->qps, qp->qp_num, qp));
 }
 
 void watch_srq_events(ShimContext& shim, ibv_srq* srq) {
@@ -195,8 +200,12 @@ void watch_srq_events(ShimContext& shim, ibv_srq* srq) {
     shim.async->srqs[srq->handle] = {srq, 0};
 }
 
-void unwatch_srq_events(ShimContext& shim, ibv_srq* srq) {
-    unwatch(*shim.async, shim.async->srqs, srq->handle, srq);
+std::uint32_t forget_srq_events(ShimContext& shim, ibv_srq* srq) {
+    return forget(*shim.async, shim.async->srqs, srq->handle, srq);
+}
+
+void wait_srq_acks(ibv_srq* srq, std::uint32_t reported) {
+    wait_acks(srq, reported);
 }
 
 } // namespace prdma::verbs

@@ -185,7 +185,9 @@ int post_recv_op(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 }
 
 int post_srq_recv_op(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-    const rdma::SharedReceiveQueue& handle = *shim_of<ShimSrq>(srq).handle;
+    auto& shim = shim_of<ShimSrq>(srq);
+    const rdma::SharedReceiveQueue& handle = *shim.handle;
+    const std::lock_guard one_producer(shim.post_mutex);
     return post_chain<ibv_recv_wr, rdma::RecvWr>(wr, bad, [&](std::span<const rdma::RecvWr> wrs) {
         return rdma::post_srq_recv(handle, wrs);
     });

@@ -137,6 +137,9 @@ struct ShimQp {
 struct ShimSrq {
     ibv_srq srq{};
     rdma::SharedReceiveQueue* handle = nullptr; // kept
+    // Verbs lets any thread post to an SRQ (several threads refilling one pool is what SRQs are
+    // for); prdma's post_srq_recv takes one producer at a time.
+    std::mutex post_mutex;
 };
 static_assert(std::is_standard_layout_v<ShimPd> && std::is_standard_layout_v<ShimMr> &&
               std::is_standard_layout_v<ShimCq> && std::is_standard_layout_v<ShimQp> &&
@@ -216,9 +219,13 @@ Status start_async_events(ShimContext& shim);
 void stop_async_events(ShimContext& shim);
 void watch_qp_events(ShimContext& shim, ibv_qp* qp);
 void unwatch_qp_events(ShimContext& shim, ibv_qp* qp);
-// The same for an SRQ's limit events, from create to ibv_destroy_srq.
+// The same for an SRQ's limit events, from create to ibv_destroy_srq. watch and forget run
+// under the context's control_mutex with the create and the destroy, so a number given out again
+// meanwhile is never mistaken for the old SRQ's; forget returns the events handed out, which
+// wait_srq_acks then waits to see acknowledged.
 void watch_srq_events(ShimContext& shim, ibv_srq* srq);
-void unwatch_srq_events(ShimContext& shim, ibv_srq* srq);
+std::uint32_t forget_srq_events(ShimContext& shim, ibv_srq* srq);
+void wait_srq_acks(ibv_srq* srq, std::uint32_t reported);
 
 // A CQ for ibv_create_cq and ibv_create_cq_ex (verbs_objects.cpp): null after one line naming
 // `verb`. The extended verb adds its readers (verbs_cq_ex.cpp).

@@ -24,7 +24,6 @@ Result<std::unique_ptr<ShimSrq>> make_srq(ShimContext& context, ibv_pd* pd,
     if (!caps.ok()) {
         return caps.error();
     }
-    const std::lock_guard lock(context.control_mutex);
     // Queue group 0, where the shim makes every CQ (an SRQ's QPs must share its group).
     Result<rdma::SharedReceiveQueue> srq =
         context.context.create_srq(shim_of<ShimPd>(pd).handle, caps.value(), 0);
@@ -47,6 +46,7 @@ ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
     if (!hold) {
         return nullptr;
     }
+    const std::lock_guard lock(context.control_mutex);
     Result<std::unique_ptr<ShimSrq>> made = make_srq(context, pd, *init);
     if (!made.ok()) {
         refuse(verb, errno_of(made.error().code()), made.error().message());
@@ -142,6 +142,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
     }
     auto& shim = shim_of<ShimSrq>(srq);
     ShimContext& context = prdma::verbs::shim_context(srq->context);
+    std::uint32_t reported = 0;
     {
         const std::lock_guard lock(context.control_mutex);
         if (prdma::Status destroyed = shim.handle->destroy(); !destroyed.ok()) {
@@ -149,9 +150,10 @@ int ibv_destroy_srq(ibv_srq* srq) {
                    destroyed.error().message());
             return errno; // still the caller's: its QPs are alive
         }
+        reported = prdma::verbs::forget_srq_events(context, srq);
     }
     prdma::verbs::release_kept(shim.handle);
-    prdma::verbs::unwatch_srq_events(context, srq);
+    prdma::verbs::wait_srq_acks(srq, reported);
     pthread_cond_destroy(&srq->cond);
     pthread_mutex_destroy(&srq->mutex);
     const std::unique_ptr<ShimSrq> gone(&shim);

@@ -26,6 +26,11 @@ int refuse_call(const char* verb) {
     return EOPNOTSUPP;
 }
 
+// libibverbs' inline ibv_create_srq_ex hands a basic SRQ to ibv_create_srq: what reaches this
+// op is an XRC or tag-matching SRQ.
+ibv_srq* create_srq_ex_op(ibv_context*, ibv_srq_init_attr_ex*) {
+    return refuse_object<ibv_srq>("ibv_create_srq_ex");
+}
 ibv_mw* alloc_mw_op(ibv_pd*, ibv_mw_type) {
     return refuse_object<ibv_mw>("ibv_alloc_mw");
 }
@@ -44,6 +49,7 @@ void set_context_ops(ShimContext& shim) {
     set_data_path_ops(shim);
     shim.vctx.create_cq_ex = create_cq_ex_op; // verbs_cq_ex.cpp
     shim.vctx.create_qp_ex = create_qp_ex_op; // verbs_qp_ex.cpp
+    shim.vctx.create_srq_ex = create_srq_ex_op;
     ops.alloc_mw = alloc_mw_op;
     ops.bind_mw = bind_mw_op;
     ops.dealloc_mw = dealloc_mw_op;

@@ -26,12 +26,17 @@ Status create_srq(Device& device, const rdma::driver::SrqInit& init,
     }
     auto srq = std::make_unique<SwroceSrq>();
     srq->device = &dev;
-    // The lowest number not in use: events carry 24 bits of it, and a number is never shared.
-    srq->srqn = 1;
-    while (std::any_of(dev.srqs.begin(), dev.srqs.end(),
-                       [&](const auto& other) { return other->srqn == srq->srqn; })) {
-        ++srq->srqn;
-    }
+    // The next number not in use, in 24 bits (what events carry), never shared: a destroyed
+    // SRQ's number comes back only after the others have gone round, so an event of the old SRQ
+    // still on its way is never taken for the new one's.
+    const auto in_use = [&](std::uint32_t srqn) {
+        return std::any_of(dev.srqs.begin(), dev.srqs.end(),
+                           [&](const auto& other) { return other->srqn == srqn; });
+    };
+    do {
+        srq->srqn = dev.next_srqn;
+        dev.next_srqn = dev.next_srqn == srqn_mask ? 1 : dev.next_srqn + 1;
+    } while (in_use(srq->srqn));
     srq->pd = init.pd;
     srq->queue_group = init.queue_group;
     srq->max_sge = std::min(init.caps.max_sge, max_recv_sge);

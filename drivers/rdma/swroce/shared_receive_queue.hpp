@@ -30,6 +30,7 @@ struct SwroceSrq {
 };
 
 inline constexpr std::uint32_t max_srqs = 1024;
+inline constexpr std::uint32_t srqn_mask = 0xffffff; // SRQ numbers are 24 bits, 0 is none
 
 // The QP's receive WQE for the message in progress, taken from its SRQ when it has none (a SEND's
 // first packet, a WRITE_WITH_IMM's last) or the head of its own receive queue; the caller checked

@@ -182,6 +182,7 @@ struct SwroceDevice {
     std::vector<std::unique_ptr<QueueGroupState>> groups;
     std::vector<std::unique_ptr<SwroceCq>> cqs;
     std::vector<std::unique_ptr<SwroceSrq>> srqs; // control path only
+    std::uint32_t next_srqn = 1;                  // shared_receive_queue.cpp
     std::vector<PendingRtr> pending_rtr;
     std::vector<PendingDestroy> pending_destroy;
     // Finished GroupRequests on their way back from the owners (multi-producer), and how many

@@ -2349,6 +2349,27 @@ TEST_F(SrqEngineTest, BadUseIsRefusedWithAReason) {
     EXPECT_EQ(b_->context.resources().srqs, 0U);
 }
 
+// An event the destroyed SRQ raised and nobody collected yet is not handed out as the event of
+// an SRQ created after it: numbers are not given out again at once.
+TEST_F(SrqEngineTest, ADestroyedSrqsEventNeverNamesItsSuccessor) {
+    for (std::uint64_t i = 0; i < 2; ++i) {
+        post_srq(i, 65536 + i * 1024, 1024);
+    }
+    ASSERT_TRUE(srq_.arm_limit(2).ok());
+    send_on(0, 0, 16); // 1 left: below 2, the event is raised and not polled
+    ASSERT_EQ(wait(*b_, 1).size(), 1U);
+    const std::uint32_t old = srq_.srqn();
+    served_[0] = {};
+    served_[1] = {};
+    ASSERT_TRUE(srq_.destroy().ok());
+    auto next = b_->context.create_srq(b_->pd, {8, 1});
+    ASSERT_TRUE(next.ok()) << next.error().to_string();
+    EXPECT_NE(next.value().srqn(), old);
+    for (const Event& event : srq_events()) {
+        EXPECT_NE(event.srqn, next.value().srqn()) << "the old SRQ's event named the new one";
+    }
+}
+
 TEST_F(SrqEngineTest, AQpThatFailsLeavesTheSrqToTheOthers) {
     // A QP's move to ERR flushes its own queues, not its SRQ's: the receives left there serve the
     // other QPs on it.
