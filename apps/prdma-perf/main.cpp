@@ -268,7 +268,7 @@ Status latency_phase(const Phase& ph) {
         if (verb == Verb::write) {
             st = run_write_latency(session, o, size, x.theirs[0], !client, samples, verify);
         } else if (verb == Verb::send) {
-            const auto receives = static_cast<std::uint32_t>(o.rx_depth);
+            const std::uint32_t receives = receives_per_qp(o);
             if (st = post_receives(session, o, size, receives, verify); st.ok()) {
                 st = hand_shake(x, 0); // the peer's receives are posted too
             }
@@ -470,9 +470,9 @@ Result<BandwidthReport> send_bandwidth_run(const Phase& ph, unsigned index) {
     const PerfOptions& o = ph.o;
     const std::uint64_t size = o.sizes[index];
     const VerifyRun verify{ph.verifier, index};
-    ReceiveSide rx(ph.session.qp_count(), size, o.iterations, o.rx_depth);
+    ReceiveSide rx(ph.session.qp_count(), size, o.iterations, receives_per_qp(o));
     if (!ph.client || o.bidirectional) {
-        if (Status st = post_receives(ph.session, o, size, o.rx_depth, verify); !st.ok()) {
+        if (Status st = post_receives(ph.session, o, size, receives_per_qp(o), verify); !st.ok()) {
             return st.error();
         }
     }
@@ -497,9 +497,9 @@ Result<BandwidthReport> send_bandwidth_run(const Phase& ph, unsigned index) {
 Status send_infinitely(const Phase& ph) {
     const PerfOptions& o = ph.o;
     const std::uint64_t size = o.sizes.front();
-    ReceiveSide rx(ph.session.qp_count(), size, UINT64_MAX, o.rx_depth);
+    ReceiveSide rx(ph.session.qp_count(), size, UINT64_MAX, receives_per_qp(o));
     if (!ph.client || o.bidirectional) {
-        if (Status st = post_receives(ph.session, o, size, o.rx_depth); !st.ok()) {
+        if (Status st = post_receives(ph.session, o, size, receives_per_qp(o)); !st.ok()) {
             return st;
         }
     }
@@ -697,6 +697,7 @@ Status run_test(const PerfOptions& o, PerfSession& session, Verifier* verifier) 
     info.atomic_type = o.atomic_type;
     info.post_list = o.post_list;
     info.bidirectional = o.bidirectional;
+    info.use_srq = o.use_srq;
     info.client = client;
     print.set_info(info);
     print.text(test_info_block(info));

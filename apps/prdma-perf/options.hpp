@@ -67,6 +67,7 @@ struct PerfOptions {
     bool stats = false;   // --stats: the device counters on stderr at the end
     bool warm_up = false; // --perform_warm_up: unmeasured WRs before each size (bw)
     bool verify = false;  // --verify: patterned payloads, every received byte checked
+    bool use_srq = false; // --use_srq: every QP takes its receives from one SRQ (SEND tests)
     std::optional<std::uint64_t> verify_corrupt_at; // --verify-corrupt-at: a test aid (verify.hpp)
     bool help = false;
     bool version = false;
@@ -85,6 +86,9 @@ struct VerifyBuffers {
     std::uint64_t stride = 0;
 };
 VerifyBuffers verify_buffers(const PerfOptions& options);
+// The receives a QP has posted ahead of its messages: rx_depth, or under --use_srq its share of
+// the SRQ's rx_depth (perftest's split), at least one.
+std::uint32_t receives_per_qp(const PerfOptions& options);
 // What those buffers may take on one side, all QPs together.
 inline constexpr std::uint64_t max_verify_buffer_bytes = 256ULL << 20;
 

@@ -80,6 +80,15 @@ Status PerfSession::allocate(const PerfOptions& options, std::uint32_t cycle_buf
         return wrap(cq, "create_cq");
     }
     s.cq_ = std::move(cq.value());
+    if (options.use_srq) {
+        // perftest's SRQ: rx_depth receives, shared out among the QPs.
+        auto srq = s.context_.create_srq(
+            s.pd_, {.max_wr = receives_per_qp(options) * options.qps, .max_sge = 1});
+        if (!srq) {
+            return wrap(srq, "create_srq");
+        }
+        s.srq_ = std::move(srq.value());
+    }
     for (unsigned i = 0; i < options.qps; ++i) {
         rdma::QpInitAttr init;
         init.pd = &s.pd_;
@@ -90,6 +99,7 @@ Status PerfSession::allocate(const PerfOptions& options, std::uint32_t cycle_buf
         init.caps.max_send_sge = 1;
         init.caps.max_recv_sge = 1;
         init.caps.max_inline_data = options.inline_size;
+        init.srq = s.srq_ ? &s.srq_ : nullptr;
         auto qp = s.context_.create_qp(init);
         if (!qp) {
             return wrap(qp, "create_qp");
@@ -210,6 +220,7 @@ std::string PerfSession::device_name() const {
 
 void PerfSession::close() {
     qps_.clear();
+    (void)srq_.destroy(); // its QPs are gone: never busy
     mr_ = rdma::MemoryRegionHandle{};
     cq_ = rdma::CompletionQueue{};
     pd_ = rdma::ProtectionDomain{};

@@ -62,13 +62,19 @@ public:
     [[nodiscard]] std::uint32_t verify_slots() const { return verify_.slots; }
     [[nodiscard]] std::uint32_t lkey() const { return mr_.lkey(); }
     [[nodiscard]] const rdma::QueuePair& qp(unsigned i) const { return qps_[i]; }
+    // A receive for QP `i`: into its own queue, or under --use_srq into the SRQ every QP takes
+    // from. False when the queue is full.
+    [[nodiscard]] bool post_receive(unsigned i, const rdma::RecvWr& wr) const {
+        const std::span<const rdma::RecvWr> one(&wr, 1);
+        return (srq_ ? rdma::post_srq_recv(srq_, one) : rdma::post_recv(qps_[i], one)) == 1;
+    }
     [[nodiscard]] unsigned qp_count() const { return static_cast<unsigned>(qps_.size()); }
     [[nodiscard]] const rdma::CompletionQueue& cq() const { return cq_; }
     [[nodiscard]] const rdma::Context& context() const { return context_; }
     [[nodiscard]] std::uint32_t max_inline() const { return max_inline_; }
     [[nodiscard]] std::string device_name() const;
 
-    // Releases QPs, MR, CQ and PD, in that order (the port stays until EAL stops).
+    // Releases QPs, SRQ, MR, CQ and PD, in that order (the port stays until EAL stops).
     void close();
 
 private:
@@ -79,6 +85,7 @@ private:
     rdma::Context context_;
     rdma::ProtectionDomain pd_;
     rdma::CompletionQueue cq_;
+    rdma::SharedReceiveQueue srq_; // --use_srq
     std::vector<rdma::QueuePair> qps_;
     std::optional<mem::DmaBuffer> buffer_; // allocated once both sides agreed on the page size
     rdma::MemoryRegionHandle mr_;

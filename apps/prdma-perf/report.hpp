@@ -69,6 +69,7 @@ struct TestInfo {
     AtomicType atomic_type = AtomicType::fetch_and_add;
     std::uint32_t post_list = 1;
     bool bidirectional = false;
+    bool use_srq = false;
     bool client = true; // the side that posts (perftest prints TX depth for it)
 };
 std::string test_info_block(const TestInfo& info);

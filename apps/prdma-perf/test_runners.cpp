@@ -260,7 +260,7 @@ Status post_receives(PerfSession& s, const PerfOptions& o, std::uint64_t size, s
             wr.sge = {reinterpret_cast<std::uint64_t>(buffer), static_cast<std::uint32_t>(size),
                       s.lkey()};
             wr.wr_id = q;
-            if (rdma::post_recv(s.qp(q), {&wr, 1}) != 1) {
+            if (!s.post_receive(q, wr)) {
                 return Error(StatusCode::no_resources, "the receive queue refused a work request");
             }
         }
@@ -298,8 +298,8 @@ Status run_send_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size
                 check_receive(*verify.verifier, s, o, verify, 0, received - 1,
                               c.last_receive_length);
             }
-            if (received + o.rx_depth <= iterations) {
-                if (rdma::post_recv(s.qp(0), {&recv, 1}) != 1) {
+            if (received + receives_per_qp(o) <= iterations) {
+                if (!s.post_receive(0, recv)) {
                     return Error(StatusCode::no_resources, "the receive queue is full");
                 }
             }
@@ -364,7 +364,7 @@ Status take_receive(PerfSession& s, const PerfOptions& o, ReceiveSide& rx, const
     const RecvWr recv = rdma::recv_wr(
         q, {reinterpret_cast<std::uint64_t>(receive_buffer(s, q, rx.posted[q], verify)),
             static_cast<std::uint32_t>(rx.size), s.lkey()});
-    if (rdma::post_recv(s.qp(q), {&recv, 1}) != 1) {
+    if (!s.post_receive(q, recv)) {
         return Error(StatusCode::no_resources, "the receive queue is full");
     }
     ++rx.posted[q];
