@@ -189,12 +189,14 @@ void print_device_attrs(const prdma::rdma::DeviceAttr& a) {
                 "\tmax_mr:\t\t\t\t%u\n\tmax_pd:\t\t\t\t%u\n\tmax_qp_rd_atom:\t\t\t%u\n"
                 "\tmax_qp_init_rd_atom:\t\t%u\n\tmax_inline_data:\t\t%u\n"
                 "\tmax_fast_reg_page_list_len:\t%u\n\tmax_queue_groups:\t\t%u\n"
+                "\tmax_srq:\t\t\t%u\n\tmax_srq_wr:\t\t\t%u\n\tmax_srq_sge:\t\t\t%u\n"
                 "\treserved_lkey:\t\t\t0x%llx\n",
                 static_cast<unsigned long long>(a.max_mr_size),
                 static_cast<unsigned long long>(a.page_size_support), a.max_qp, a.max_qp_wr,
                 a.capability_flags.bits(), a.max_sge, a.max_cq, a.max_cqe, a.max_mr, a.max_pd,
                 a.max_qp_init_rd_atomic, a.max_qp_rd_atomic, a.max_inline_data,
-                a.max_fast_reg_pages, a.max_queue_groups,
+                a.max_fast_reg_pages, a.max_queue_groups, a.max_srq,
+                a.max_srq != 0 ? a.max_qp_wr : 0U, a.max_srq != 0 ? a.max_sge : 0U,
                 static_cast<unsigned long long>(a.reserved_lkey));
 }
 

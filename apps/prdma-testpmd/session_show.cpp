@@ -26,8 +26,8 @@ void Session::show_device_info() const {
                 a.max_qp_wr, a.max_sge, a.max_cq, a.max_cqe);
     std::printf("Max MRs: %u  max MR size: %" PRIu64 "  max inline: %u  max fast-reg pages: %u\n",
                 a.max_mr, a.max_mr_size, a.max_inline_data, a.max_fast_reg_pages);
-    std::printf("Max outstanding reads/atomics: %u  queue groups: %u\n",
-                unsigned{a.max_qp_rd_atomic}, a.max_queue_groups);
+    std::printf("Max outstanding reads/atomics: %u  queue groups: %u  max SRQs: %u\n",
+                unsigned{a.max_qp_rd_atomic}, a.max_queue_groups, a.max_srq);
     for (const rdma::PortInfo& port : info->ports) {
         const rdma::PortAttr& p = port.attr;
         std::printf("Port %u: %s  active MTU %u  speed %u Mbps  MAC "

@@ -55,6 +55,7 @@ class DevinfoTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(re.findall(r'^hca_id:\t(\S+)$', out.stdout, re.M), ['rdma_swroce1'])
         self.assertRegex(out.stdout, r'\tmax_qp:\t+\d+')
+        self.assertRegex(out.stdout, r'\tmax_srq:\t+[1-9]\d*\n\tmax_srq_wr:\t+[1-9]')
         self.assertRegex(out.stdout, r'\t\t\tGID\[  0\]:\t+::ffff:10\.0\.0\.2, RoCE v2')
 
     def test_list_and_bundled_options(self):

@@ -60,6 +60,7 @@ class TelemetryTest(unittest.TestCase):
                 self.assertEqual(info['name'], 'rdma_swroce0')
                 self.assertEqual(info['devargs'], 'port=net_memif0,ip=10.0.0.1')
                 self.assertEqual(info['port1_state'], 'PORT_ACTIVE')
+                self.assertGreater(info['max_srq'], 0)
                 self.assertRegex(info['node_guid'], r'^[0-9a-f]{4}(:[0-9a-f]{4}){3}$')
                 self.assertEqual(len(qps), 1)
                 (qp, later, bad, no_qp), raw = query(

@@ -1968,6 +1968,55 @@ TEST_F(PeerFrameTest, AnAckNeverOvertakesTheAtomicAckOfAnEarlierRequest) {
 // While the port refuses every frame, outstanding work still times out: retry_exceeded on time,
 // the rest flushed, the QP in ERR. (Before, progress returned before any timer ran while the tx
 // backlog held frames, so the WRITEs never completed.)
+// A QP on an SRQ holds the receive a multi-packet SEND took at its first packet until the last.
+// If the QP fails in between, that receive completes as a flush error (the application gets its
+// buffer back), the QP's last WQE is reached, and the SRQ keeps the rest for its other QPs.
+TEST_F(PeerFrameTest, AReceiveHeldMidSendIsFlushedWhenItsQpFails) {
+    auto srq = b_->context.create_srq(b_->pd, {8, 1});
+    ASSERT_TRUE(srq.ok()) << srq.error().to_string();
+    QpInitAttr init;
+    init.pd = &b_->pd;
+    init.send_cq = &b_->cq;
+    init.recv_cq = &b_->cq;
+    init.srq = &srq.value();
+    auto qp = b_->context.create_qp(init);
+    ASSERT_TRUE(qp.ok()) << qp.error().to_string();
+    connect_qp(qp.value(), *a_, a_->qp, pair_->gid_a());
+    for (std::uint64_t i = 0; i < 2; ++i) {
+        RecvWr wr;
+        wr.wr_id = 70 + i;
+        wr.num_sge = 1;
+        wr.sge = {b_->addr() + i * 8192, 8192, b_->mr.lkey()};
+        ASSERT_EQ(post_srq_recv(srq.value(), {&wr, 1}), 1);
+    }
+    roce::FrameHeaders first = from_a(roce::Opcode::rc_send_first, 1000);
+    first.bth.dest_qp = qp.value().qpn();
+    std::vector<std::uint8_t> payload(1024, 0x3c);
+    ASSERT_TRUE(inject(first, payload));
+    EXPECT_TRUE(poll_b().empty()) << "nothing completes before the SEND's last packet";
+    EXPECT_EQ(srq.value().outstanding().value(), 1U) << "the SEND took one receive";
+
+    QpAttr err;
+    err.state = QpState::err;
+    ASSERT_TRUE(qp.value().modify(err, qp_attr_state).ok());
+    const auto done = poll_b();
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].wr_id, 70U);
+    EXPECT_EQ(done[0].status, WcStatus::wr_flush_error);
+    EXPECT_EQ(done[0].qpn, qp.value().qpn());
+    std::array<Event, 16> events{};
+    const std::size_t n = b_->context.poll_events(events);
+    EXPECT_TRUE(std::any_of(events.begin(), events.begin() + static_cast<std::ptrdiff_t>(n),
+                            [&](const Event& e) {
+                                return e.type == EventType::qp_last_wqe_reached &&
+                                       e.qpn == qp.value().qpn();
+                            }))
+        << "qp_last_wqe_reached for the QP on the SRQ";
+    EXPECT_EQ(srq.value().outstanding().value(), 1U) << "the SRQ's other receive stays";
+    qp.value() = {};
+    EXPECT_TRUE(srq.value().destroy().ok());
+}
+
 TEST_F(PeerFrameTest, OutstandingWorkTimesOutWhileThePortRefusesFrames) {
     // Fill the a->b ring: b is never polled here, so nothing drains it.
     std::vector<std::uint8_t> junk(64, 0);
