@@ -191,8 +191,12 @@ void watch_qp_events(ShimContext& shim, ibv_qp* qp) {
     shim.async->qps[qp->qp_num] = {qp, 0};
 }
 
-void unwatch_qp_events(ShimContext& shim, ibv_qp* qp) {
-    wait_acks(qp, forget(*shim.async, shim.async->qps, qp->qp_num, qp));
+std::uint32_t forget_qp_events(ShimContext& shim, ibv_qp* qp) {
+    return forget(*shim.async, shim.async->qps, qp->qp_num, qp);
+}
+
+void wait_qp_acks(ibv_qp* qp, std::uint32_t reported) {
+    wait_acks(qp, reported);
 }
 
 void watch_srq_events(ShimContext& shim, ibv_srq* srq) {

@@ -235,7 +235,7 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
 int ibv_destroy_cq(ibv_cq* cq) {
     std::unique_ptr<ShimCq> shim(&shim_of<ShimCq>(cq));
     if (const int error = prdma::verbs::destroy_and_wait(
-            "ibv_destroy_cq", prdma::verbs::shim_context(cq->context), *shim->handle);
+            "ibv_destroy_cq", prdma::verbs::shim_context(cq->context), *shim->handle, [] {});
         error != 0) {
         (void)shim.release(); // QPs still use it
         return error;

@@ -179,7 +179,6 @@ Result<std::unique_ptr<ShimQp>> make_qp(ShimContext& context, ibv_pd* pd,
     }
     attr.caps = made->caps;
     attr.signal_all = made->signal_all;
-    const std::lock_guard lock(context.control_mutex);
     const std::uint64_t request = next_request(context);
     Result<rdma::QueuePair> qp = context.context.create_qp(attr, request);
     if (Status created = await_created(context, request, qp); !created.ok()) {
@@ -201,6 +200,7 @@ ShimQp* create_qp(const char* verb, ibv_pd* pd, ibv_qp_init_attr* init) {
     if (!hold) {
         return nullptr;
     }
+    const std::lock_guard lock(context.control_mutex); // with watch_qp_events below
     Result<std::unique_ptr<ShimQp>> made = make_qp(context, pd, *init);
     if (!made.ok()) {
         refuse(verb, errno_of(made.error().code()), made.error().message());
@@ -314,16 +314,18 @@ int ibv_destroy_qp(ibv_qp* qp) {
         return EINVAL;
     }
     std::unique_ptr<ShimQp> shim(&shim_of<ShimQp>(qp));
+    ShimContext& context = prdma::verbs::shim_context(qp->context);
+    std::uint32_t reported = 0;
     if (const int error = prdma::verbs::destroy_and_wait(
-            "ibv_destroy_qp", prdma::verbs::shim_context(qp->context), *shim->handle);
+            "ibv_destroy_qp", context, *shim->handle,
+            [&] { reported = prdma::verbs::forget_qp_events(context, qp); });
         error != 0) {
         (void)shim.release(); // still the caller's
         return error;
     }
     prdma::verbs::release_kept(shim->handle);
     prdma::verbs::release_kept(shim->batch);
-    ShimContext& context = prdma::verbs::shim_context(qp->context);
-    prdma::verbs::unwatch_qp_events(context, qp);
+    prdma::verbs::wait_qp_acks(qp, reported);
     pthread_cond_destroy(&qp->cond);
     pthread_mutex_destroy(&qp->mutex);
     prdma::verbs::release_context(context);

@@ -194,12 +194,14 @@ void refuse(const char* verb, int error, const std::string& why);
 
 // Destroys `handle` (a CompletionQueue, a QueuePair) and waits until it is gone: 0, or after one
 // line naming `verb`, its error number.
-template <typename Handle>
-int destroy_and_wait(const char* verb, ShimContext& context, Handle& handle) {
+// `gone` runs once it is destroyed, still under the control mutex.
+template <typename Handle, typename Gone>
+int destroy_and_wait(const char* verb, ShimContext& context, Handle& handle, Gone&& gone) {
     const std::lock_guard lock(context.control_mutex);
     const std::uint64_t request = next_request(context);
     const Status status = await_control(context, request, handle.destroy(request));
     if (status.ok()) {
+        gone();
         return 0;
     }
     refuse(verb, errno_of(status.error().code()), status.error().message());
@@ -213,16 +215,16 @@ int query_gid_entry(ibv_context* context, std::uint32_t port_num, std::uint32_t 
 inline constexpr int gid_type_sysfs_roce_v2 = 1;
 
 // Asynchronous events (verbs_async.cpp): started at open (the context's async_fd and its watcher
-// thread), stopped when the context goes. A QP's events are handed out from create to
-// destroy; unwatch_qp_events waits until those handed out are acknowledged, as verbs' destroy.
+// thread), stopped when the context goes. A QP's (an SRQ's) events are handed out from create
+// to destroy. watch and forget run under the context's control_mutex with the create and the
+// destroy, so a number given out again meanwhile is never mistaken for the old object's; forget
+// returns the events handed out, which wait_*_acks then waits to see acknowledged, as verbs'
+// destroy does.
 Status start_async_events(ShimContext& shim);
 void stop_async_events(ShimContext& shim);
 void watch_qp_events(ShimContext& shim, ibv_qp* qp);
-void unwatch_qp_events(ShimContext& shim, ibv_qp* qp);
-// The same for an SRQ's limit events, from create to ibv_destroy_srq. watch and forget run
-// under the context's control_mutex with the create and the destroy, so a number given out again
-// meanwhile is never mistaken for the old SRQ's; forget returns the events handed out, which
-// wait_srq_acks then waits to see acknowledged.
+std::uint32_t forget_qp_events(ShimContext& shim, ibv_qp* qp);
+void wait_qp_acks(ibv_qp* qp, std::uint32_t reported);
 void watch_srq_events(ShimContext& shim, ibv_srq* srq);
 std::uint32_t forget_srq_events(ShimContext& shim, ibv_srq* srq);
 void wait_srq_acks(ibv_srq* srq, std::uint32_t reported);
