@@ -1965,9 +1965,6 @@ TEST_F(PeerFrameTest, AnAckNeverOvertakesTheAtomicAckOfAnEarlierRequest) {
     EXPECT_TRUE(atomic_ack_seen);
 }
 
-// While the port refuses every frame, outstanding work still times out: retry_exceeded on time,
-// the rest flushed, the QP in ERR. (Before, progress returned before any timer ran while the tx
-// backlog held frames, so the WRITEs never completed.)
 // A QP on an SRQ holds the receive a multi-packet SEND took at its first packet until the last.
 // If the QP fails in between, that receive completes as a flush error (the application gets its
 // buffer back), the QP's last WQE is reached, and the SRQ keeps the rest for its other QPs.
@@ -2017,6 +2014,9 @@ TEST_F(PeerFrameTest, AReceiveHeldMidSendIsFlushedWhenItsQpFails) {
     EXPECT_TRUE(srq.value().destroy().ok());
 }
 
+// While the port refuses every frame, outstanding work still times out: retry_exceeded on time,
+// the rest flushed, the QP in ERR. (Before, progress returned before any timer ran while the tx
+// backlog held frames, so the WRITEs never completed.)
 TEST_F(PeerFrameTest, OutstandingWorkTimesOutWhileThePortRefusesFrames) {
     // Fill the a->b ring: b is never polled here, so nothing drains it.
     std::vector<std::uint8_t> junk(64, 0);
