@@ -73,7 +73,7 @@ void collect_group_requests(Device& device) {
                 erase_cq(dev, request->cq);
                 break;
             case GroupWork::destroy_qp:
-                dev.qp_slot_taken[request->qp->qpn - first_qpn] = false;
+                dev.release_qp_slot(dev.slot_of_qpn(request->qp->qpn));
                 {
                     const std::lock_guard lock(dev.qp_free_mutex);
                     request->qp_storage.reset(); // the owner took it out of the table
@@ -128,7 +128,7 @@ void run_group_requests(SwroceDevice& dev, unsigned group) noexcept {
             flush_queues(qp); // the flush completions are in the CQs before the destroy completes
             deactivate(*dev.groups[qp.queue_group], qp);
             request.qp_storage =
-                std::move(dev.qps[qp.qpn - first_qpn]); // freed by the control path
+                std::move(dev.qps[dev.slot_of_qpn(qp.qpn)]); // freed by the control path
             break;
         }
         case GroupWork::create_cq:

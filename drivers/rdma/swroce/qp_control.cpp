@@ -94,7 +94,7 @@ Status apply_or_send_modify(SwroceDevice& dev, SwroceQp& qp, const QpModify& mod
 
 // Publishes a QP in its group's slot; run by whoever drives the group.
 void publish_qp(SwroceDevice& dev, std::unique_ptr<SwroceQp>& qp) noexcept {
-    const std::uint32_t slot = qp->qpn - first_qpn;
+    const std::uint32_t slot = dev.slot_of_qpn(qp->qpn);
     QueueGroupState& group = *dev.groups[qp->queue_group];
     group.qp_slot_end = std::max(group.qp_slot_end, slot + 1);
     dev.qps[slot] = std::move(qp);
@@ -121,7 +121,7 @@ Status create_qp(Device& device, const rdma::driver::QpInit& init, const Control
     }
     auto qp = std::make_unique<SwroceQp>();
     qp->device = &dev;
-    qp->qpn = first_qpn + static_cast<std::uint32_t>(slot - dev.qp_slot_taken.begin());
+    qp->qpn = dev.qpn_of_slot(static_cast<std::uint32_t>(slot - dev.qp_slot_taken.begin()));
     qp->pd = init.pd;
     qp->send_cq = static_cast<SwroceCq*>(init.send_cq);
     qp->recv_cq = static_cast<SwroceCq*>(init.recv_cq);
@@ -156,7 +156,7 @@ Status create_qp(Device& device, const rdma::driver::QpInit& init, const Control
 }
 
 void free_qp(SwroceDevice& dev, SwroceQp* qp) {
-    const std::uint32_t slot = qp->qpn - first_qpn;
+    const std::uint32_t slot = dev.slot_of_qpn(qp->qpn);
     // A post just before the destroy may have rung: taken now, so no ring names a freed QP.
     while (take_doorbells(dev, qp->queue_group) != 0) {
     }
@@ -165,7 +165,7 @@ void free_qp(SwroceDevice& dev, SwroceQp* qp) {
         const std::lock_guard lock(dev.qp_free_mutex);
         dev.qps[slot].reset();
     }
-    dev.qp_slot_taken[slot] = false;
+    dev.release_qp_slot(slot);
 }
 
 // Applies a checked modify (the class verified the transition and the mask); run by whoever

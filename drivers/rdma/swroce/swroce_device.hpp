@@ -168,7 +168,7 @@ struct SwroceDevice {
     std::uint64_t tsc_hz = 0;
     std::uint64_t timer_unit_cycles = 0; // TSC cycles in 4.096 us, the IBTA transport timer's unit
     std::uint32_t max_qp = 0;
-    // Index = qpn - first_qpn. Sized to max_qp at probe and never resized. Queue group g owns the
+    // Index = slot_of_qpn(qpn). Sized to max_qp at probe and never resized. Queue group g owns the
     // slots [g * qps_per_group, (g + 1) * qps_per_group): the QPN says which group a QP is on, so a
     // group steers a frame to another without reading that group's slots, and each slot is
     // written only by whoever drives its group (the owner, or the control path when it may).
@@ -179,6 +179,13 @@ struct SwroceDevice {
     std::mutex qp_free_mutex;
     std::uint32_t qps_per_group = 0;
     std::vector<bool> qp_slot_taken; // control path: slots given to QPs (published or pending)
+    // A QPN is first_qpn + (use << slot_bits) + slot. A slot's use count goes up each time its QP
+    // is freed, so a number comes back only after `qpn_uses` QPs have held the slot: an event or
+    // a frame meant for a destroyed QP names no QP rather than its successor (as rxe, whose
+    // numbers come from a moving index).
+    unsigned qpn_slot_bits = 0;
+    std::uint32_t qpn_uses = 1;
+    std::vector<std::uint32_t> qp_slot_uses; // control path
     std::vector<std::unique_ptr<QueueGroupState>> groups;
     std::vector<std::unique_ptr<SwroceCq>> cqs;
     std::vector<std::unique_ptr<SwroceSrq>> srqs; // control path only
@@ -223,13 +230,27 @@ struct SwroceDevice {
         return owner == 0 || owner == me || owner == (me | control_hold_bit);
     }
 
+    // The table slot `qpn` would be in (>= qps.size() for none).
+    [[nodiscard]] std::uint32_t slot_of_qpn(std::uint32_t qpn) const noexcept {
+        return qpn >= first_qpn ? (qpn - first_qpn) & ((1U << qpn_slot_bits) - 1) : ~0U;
+    }
+    [[nodiscard]] std::uint32_t qpn_of_slot(std::uint32_t slot) const noexcept {
+        return first_qpn + (qp_slot_uses[slot] << qpn_slot_bits) + slot;
+    }
     [[nodiscard]] SwroceQp* qp_by_number(std::uint32_t qpn) noexcept {
-        const std::uint32_t index = qpn - first_qpn;
-        return qpn >= first_qpn && index < qps.size() ? qps[index].get() : nullptr;
+        const std::uint32_t slot = slot_of_qpn(qpn);
+        SwroceQp* qp = slot < qps.size() ? qps[slot].get() : nullptr;
+        return qp != nullptr && qp->qpn == qpn ? qp : nullptr;
     }
     // The queue group whose QP range holds `qpn` (>= groups.size() for no group).
     [[nodiscard]] unsigned group_of_qpn(std::uint32_t qpn) const noexcept {
-        return qpn >= first_qpn ? (qpn - first_qpn) / qps_per_group : ~0U;
+        const std::uint32_t slot = slot_of_qpn(qpn);
+        return slot < qps.size() ? slot / qps_per_group : ~0U;
+    }
+    // Frees `slot` for the next QP, which gets the slot's next number (control path).
+    void release_qp_slot(std::uint32_t slot) noexcept {
+        qp_slot_taken[slot] = false;
+        qp_slot_uses[slot] = qp_slot_uses[slot] + 1 == qpn_uses ? 0 : qp_slot_uses[slot] + 1;
     }
     [[nodiscard]] std::uint32_t first_slot(unsigned group) const noexcept {
         return group * qps_per_group;

@@ -1886,6 +1886,30 @@ protected:
     std::array<std::uint8_t, 6> mac_a_{}, mac_b_{};
 };
 
+// An event a destroyed QP raised and nobody collected yet is not handed out as the event of a QP
+// created after it, and a frame sent to the old number does not reach the new QP: QP numbers are
+// not given out again at once.
+TEST_F(PeerFrameTest, ADestroyedQpsEventNeverNamesItsSuccessor) {
+    ASSERT_TRUE(inject(from_a(roce::Opcode::rc_send_middle, 1000), std::vector<std::uint8_t>(64)));
+    (void)poll_b();
+    ASSERT_EQ(b_->qp.state(), QpState::err) << "b raised qp_fatal, not polled";
+    const std::uint32_t old = b_->qp.qpn();
+    ASSERT_TRUE(b_->qp.destroy().ok());
+    b_->qp = make_qp(*b_);
+    EXPECT_NE(b_->qp.qpn(), old);
+    Event events[8];
+    const std::size_t n = b_->context.poll_events(events);
+    for (std::size_t i = 0; i < n; ++i) {
+        EXPECT_NE(events[i].qpn, b_->qp.qpn()) << "the old QP's event named the new one";
+    }
+    connect(*b_, *a_, pair_->gid_a());
+    roce::FrameHeaders stale = from_a(roce::Opcode::rc_send_only, 1000);
+    stale.bth.dest_qp = old;
+    post_receive(*b_, 7, 0, 64);
+    ASSERT_TRUE(inject(stale, std::vector<std::uint8_t>(16, 0x11)));
+    EXPECT_TRUE(poll_b().empty()) << "a SEND to the old number took the new QP's receive";
+}
+
 // One SEND_MIDDLE or SEND_LAST at the expected PSN with no SEND_FIRST before it used to be
 // scattered into a receive whose message never began (and, with depth 1, a delivered buffer was
 // overwritten and its wr_id completed twice). It is an invalid request: NAKed, counted, and no
