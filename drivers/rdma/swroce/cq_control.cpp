@@ -67,9 +67,7 @@ Status destroy_cq(Device& device, void* queue, const ControlToken& token) {
         }
         auto request = make_request(GroupWork::destroy_cq, cq->queue_group, token);
         request->cq = cq;
-        if (Status sent = send_to_owner(dev, std::move(request)); !sent.ok()) {
-            return sent;
-        }
+        send_destroy_to_owner(dev, std::move(request));
         return pending_on_owner(cq->queue_group);
     }
     erase_cq(dev, cq);

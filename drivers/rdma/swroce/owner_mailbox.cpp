@@ -34,20 +34,38 @@ Error pending_on_owner(unsigned group) {
                       group)};
 }
 
+namespace {
+
+// Whether the request went on its group's ring (then it comes back through control_done).
+bool try_send(SwroceDevice& dev, std::unique_ptr<GroupRequest>& request) {
+    if (dev.control_in_flight >= rte_ring_get_capacity(dev.control_done) ||
+        rte_ring_mp_enqueue(dev.groups[request->group]->control, request.get()) != 0) {
+        return false;
+    }
+    (void)request.release();
+    ++dev.control_in_flight;
+    return true;
+}
+
+} // namespace
+
 // Hands `request` to its group's owner; busy (nothing sent, the request freed) when too many are
 // out already.
 Status send_to_owner(SwroceDevice& dev, std::unique_ptr<GroupRequest> request) {
-    const unsigned group = request->group;
-    if (dev.control_in_flight >= rte_ring_get_capacity(dev.control_done) ||
-        rte_ring_mp_enqueue(dev.groups[group]->control, request.get()) != 0) {
+    // Behind destroys still waiting, nothing goes first.
+    if (!dev.unsent_destroys.empty() || !try_send(dev, request)) {
         return Error(StatusCode::busy,
                      strformat("%u control requests are waiting for their queue groups' owners "
                                "(group %u's ring holds %u); poll_control and try again",
-                               dev.control_in_flight, group, control_ring_size));
+                               dev.control_in_flight, request->group, control_ring_size));
     }
-    (void)request.release(); // back through control_done
-    ++dev.control_in_flight;
     return {};
+}
+
+void send_destroy_to_owner(SwroceDevice& dev, std::unique_ptr<GroupRequest> request) {
+    if (!dev.unsent_destroys.empty() || !try_send(dev, request)) {
+        dev.unsent_destroys.push_back(std::move(request));
+    }
 }
 
 std::unique_ptr<GroupRequest> make_request(GroupWork work, unsigned group,
@@ -96,7 +114,10 @@ void collect_group_requests(Device& device) {
             rdma::driver::complete_control(device, request->token, StatusCode::ok);
         }
     }
-    // Quiescence requests a full ring turned away, asked again.
+    // Destroys, then quiescence requests, a full mailbox turned away, sent again.
+    while (!dev.unsent_destroys.empty() && try_send(dev, dev.unsent_destroys.front())) {
+        dev.unsent_destroys.pop_front();
+    }
     for (const auto& wait : dev.quiesces) {
         if (!wait->unsent.empty()) {
             ask_for_quiescence(dev, *wait);

@@ -278,9 +278,7 @@ Status destroy_qp(Device& device, void* queue, const ControlToken& token) {
         // Its owner flushes it and takes it out of the table; it is freed when it comes back.
         auto request = make_request(GroupWork::destroy_qp, qp->queue_group, token);
         request->qp = qp;
-        if (Status sent = send_to_owner(dev, std::move(request)); !sent.ok()) {
-            return sent;
-        }
+        send_destroy_to_owner(dev, std::move(request));
         return pending_on_owner(qp->queue_group);
     }
     if (qp->receive_queue.empty() && qp->send_queue.empty() && !qp->resp.holds_receive) {

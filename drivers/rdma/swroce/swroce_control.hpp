@@ -36,6 +36,9 @@ void send_control_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
 Error owned_elsewhere(unsigned group, const char* what);
 Error pending_on_owner(unsigned group);
 Status send_to_owner(SwroceDevice& dev, std::unique_ptr<GroupRequest> request);
+// The same for a destroy, which is never refused: one the mailbox cannot take yet waits in
+// SwroceDevice::unsent_destroys.
+void send_destroy_to_owner(SwroceDevice& dev, std::unique_ptr<GroupRequest> request);
 std::unique_ptr<GroupRequest> make_request(GroupWork work, unsigned group,
                                            const ControlToken& token);
 void collect_group_requests(Device& device);

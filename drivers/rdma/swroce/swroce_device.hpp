@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -196,6 +197,10 @@ struct SwroceDevice {
     // requests are out (capped at the ring's size so an owner never finds it full).
     ::rte_ring* control_done = nullptr;
     unsigned control_in_flight = 0;
+    // Destroys the full mailbox could not take yet, oldest first: a destroy is never refused (the
+    // class frees its object whatever the driver says), it waits here and goes out as requests
+    // come back (send_destroy_to_owner).
+    std::deque<std::unique_ptr<GroupRequest>> unsent_destroys;
     std::vector<std::unique_ptr<QuiesceWait>> quiesces;
     bool link_was_up = false; // last link state reported, for port_active / port_error events
     // progress=service (service.cpp): the rte_service that runs every group's progress, while

@@ -2256,6 +2256,75 @@ TEST_F(EngineTest, AnAttachedPollerDrivesItsGroupsWithoutACqPoll) {
     EXPECT_EQ(done[0].status, WcStatus::success);
 }
 
+// A destroy is never refused for want of room in the owner's mailbox (the class frees its object
+// whatever the driver says, so a refusal would lose the driver's QP or CQ): it waits behind the
+// requests the owner has yet to take, the context counts the object until it is gone, and it is
+// gone once the owner has caught up.
+TEST_F(EngineTest, ADestroyWaitsForRoomInTheOwnersMailbox) {
+    auto spare = b_->context.create_cq(16);
+    ASSERT_TRUE(spare.ok());
+    const Context::Resources before = b_->context.resources();
+    std::vector<CompletionQueue> waiting;
+    std::atomic<int> phase{0}; // 0 attaching, 1 holding b's groups without running them, 2 running
+    std::atomic<bool> stop{false};
+    std::thread owner([&] {
+        auto poller = b_->context.attach_poller();
+        phase = 1;
+        while (poller && phase.load() == 1) {
+            std::this_thread::yield();
+        }
+        while (poller && !stop.load()) {
+            (void)progress(poller.value());
+        }
+    });
+    struct Joined {
+        std::atomic<int>& phase;
+        std::atomic<bool>& stop;
+        std::thread& thread;
+        ~Joined() {
+            phase = 2;
+            stop = true;
+            thread.join();
+        }
+    } joined{phase, stop, owner};
+    while (phase.load() == 0) {
+        std::this_thread::yield();
+    }
+    // CQ creates the owner has yet to take, until the mailbox takes no more.
+    for (int i = 0; i < 4096; ++i) {
+        auto cq = b_->context.create_cq(16, 0, 1000 + i);
+        if (!cq.ok()) {
+            ASSERT_EQ(cq.code(), StatusCode::busy) << cq.error().to_string();
+            break;
+        }
+        waiting.push_back(std::move(cq.value()));
+    }
+    ASSERT_LT(waiting.size(), 4096U) << "the mailbox never filled";
+    EXPECT_EQ(b_->qp.destroy(1).code(), StatusCode::pending);
+    EXPECT_EQ(spare.value().destroy(2).code(), StatusCode::pending);
+    EXPECT_EQ(b_->context.resources().qps, before.qps) << "the driver still holds the QP";
+    EXPECT_EQ(b_->context.resources().cqs, before.cqs + waiting.size());
+    EXPECT_EQ(b_->context.create_cq(16, 0, 3).code(), StatusCode::busy)
+        << "a create does not overtake the destroys waiting";
+
+    phase = 2;
+    ControlCompletion done[64];
+    std::set<std::uint64_t> destroyed;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (destroyed.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+        const std::size_t n = b_->context.poll_control(done);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (done[i].request_id == 1 || done[i].request_id == 2) {
+                EXPECT_EQ(done[i].status, StatusCode::ok) << done[i].message;
+                destroyed.insert(done[i].request_id);
+            }
+        }
+    }
+    EXPECT_EQ(destroyed.size(), 2U);
+    EXPECT_EQ(b_->context.resources().qps, before.qps - 1);
+    EXPECT_EQ(b_->context.resources().cqs, before.cqs - 1 + waiting.size());
+}
+
 // ---- shared receive queues -------------------------------------------------------------------
 
 // b serves two of a's QPs from one SRQ.
