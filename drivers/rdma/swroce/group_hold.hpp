@@ -13,6 +13,7 @@
 
 #include <rte_cycles.h>
 #include <rte_pause.h>
+#include <rte_ring.h>
 
 #include "swroce_device.hpp"
 
@@ -32,7 +33,7 @@ public:
             return;
         }
         if (dev.service_id) {
-            wait_for_turn(*dev.groups[group], me);
+            wait_for_turn(dev, group, me);
             return;
         }
         // seq_cst, as the claim's: deregistration relies on one of the two seeing the other.
@@ -40,6 +41,7 @@ public:
                                                           std::memory_order_seq_cst)) {
             taken_ = &owner;
             granted_ = true;
+            run_left_requests(dev, group);
         }
     }
     ~GroupHold() {
@@ -56,7 +58,8 @@ private:
     // progress=service: the service holds the group for one progress at a time (microseconds)
     // and leaves it alone while a hold is wanted, so the hold comes; not granted only if it has
     // not come in 100 ms (another control thread holding the group that long).
-    void wait_for_turn(QueueGroupState& state, std::uintptr_t me) noexcept {
+    void wait_for_turn(SwroceDevice& dev, unsigned group, std::uintptr_t me) noexcept {
+        QueueGroupState& state = *dev.groups[group];
         state.holds_wanted.fetch_add(1, std::memory_order_seq_cst);
         const std::uint64_t deadline = rte_get_tsc_cycles() + rte_get_tsc_hz() / 10;
         do {
@@ -70,6 +73,18 @@ private:
             rte_pause();
         } while (rte_get_tsc_cycles() < deadline);
         state.holds_wanted.fetch_sub(1, std::memory_order_release);
+        if (granted_) {
+            run_left_requests(dev, group);
+        }
+    }
+
+    // Requests the group's last owner let go of before running (a poller detached, a service that
+    // did not give a hold in time): they were made before this hold's action, which may be the
+    // destroy of a QP one of them names, so they run first.
+    static void run_left_requests(SwroceDevice& dev, unsigned group) noexcept {
+        while (rte_ring_count(dev.groups[group]->control) != 0) {
+            run_group_requests(dev, group);
+        }
     }
 
     std::atomic<std::uintptr_t>* taken_ = nullptr;

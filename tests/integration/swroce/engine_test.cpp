@@ -2256,6 +2256,42 @@ TEST_F(EngineTest, AnAttachedPollerDrivesItsGroupsWithoutACqPoll) {
     EXPECT_EQ(done[0].status, WcStatus::success);
 }
 
+// A poller that detaches leaves what its groups' mailboxes held to whoever takes the group next:
+// a destroy that takes it runs them first, so a modify sent to the poller does not run later on
+// the freed QP (a use after free that ASan reports; the sanitize step runs this test).
+TEST_F(EngineTest, ADestroyAfterTheOwnerLeftRunsTheRequestsItLeft) {
+    std::atomic<int> phase{0}; // 0 attaching, 1 attached and idle, 2 let go
+    std::thread owner([&] {
+        auto poller = b_->context.attach_poller();
+        phase = 1;
+        while (poller && phase.load() == 1) {
+            std::this_thread::yield();
+        }
+    }); // detaches without a progress
+    while (phase.load() == 0) {
+        std::this_thread::yield();
+    }
+    QpAttr err;
+    err.state = QpState::err;
+    const Status modify = b_->qp.modify(err, qp_attr_state, 7);
+    phase = 2;
+    owner.join();
+    ASSERT_EQ(modify.code(), StatusCode::pending);
+    EXPECT_TRUE(b_->qp.destroy(8).ok()) << "nothing queued on the QP: it goes at once";
+    ControlCompletion done[8];
+    std::vector<std::uint64_t> order;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (order.size() < 1 && std::chrono::steady_clock::now() < deadline) {
+        const std::size_t n = b_->context.poll_control(done);
+        for (std::size_t i = 0; i < n; ++i) {
+            EXPECT_EQ(done[i].status, StatusCode::ok) << done[i].message;
+            order.push_back(done[i].request_id);
+        }
+    }
+    ASSERT_EQ(order.size(), 1U);
+    EXPECT_EQ(order[0], 7U);
+}
+
 // A destroy is never refused for want of room in the owner's mailbox (the class frees its object
 // whatever the driver says, so a refusal would lose the driver's QP or CQ): it waits behind the
 // requests the owner has yet to take, the context counts the object until it is gone, and it is
