@@ -185,6 +185,7 @@ struct SwroceDevice {
     // a frame meant for a destroyed QP names no QP rather than its successor (as rxe, whose
     // numbers come from a moving index).
     unsigned qpn_slot_bits = 0;
+    std::uint32_t qpn_slot_mask = 0; // (1 << qpn_slot_bits) - 1
     std::uint32_t qpn_uses = 1;
     std::vector<std::uint32_t> qp_slot_uses; // control path
     std::vector<std::unique_ptr<QueueGroupState>> groups;
@@ -237,7 +238,7 @@ struct SwroceDevice {
 
     // The table slot `qpn` would be in (>= qps.size() for none).
     [[nodiscard]] std::uint32_t slot_of_qpn(std::uint32_t qpn) const noexcept {
-        return qpn >= first_qpn ? (qpn - first_qpn) & ((1U << qpn_slot_bits) - 1) : ~0U;
+        return qpn >= first_qpn ? (qpn - first_qpn) & qpn_slot_mask : ~0U;
     }
     [[nodiscard]] std::uint32_t qpn_of_slot(std::uint32_t slot) const noexcept {
         return first_qpn + (qp_slot_uses[slot] << qpn_slot_bits) + slot;

@@ -118,6 +118,7 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
     dev->qp_slot_taken.resize(dev->max_qp);
     dev->qp_slot_uses.resize(dev->max_qp);
     dev->qpn_slot_bits = static_cast<unsigned>(std::bit_width(dev->max_qp - 1));
+    dev->qpn_slot_mask = (1U << dev->qpn_slot_bits) - 1;
     dev->qpn_uses = std::max(1U, (roce::qpn_mask + 1 - first_qpn) >> dev->qpn_slot_bits);
     // DPDK ring names are global and short: a per-process serial keeps them apart.
     static unsigned ring_serial = 0;
