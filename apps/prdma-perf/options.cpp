@@ -51,7 +51,7 @@ constexpr OptionSpec option_specs[] = {
     {0, "sizes", true},
     {0, "stats", false},
     {0, "perform_warm_up", false},
-    {0, "use_srq", false},
+    {0, "use-srq", false},
     {0, "verify", false},
     {0, "verify-corrupt-at", true},
 };
@@ -301,12 +301,12 @@ Status check_modes(PerfOptions& o) {
         return bad("--verify checks one direction; it cannot be combined with -b");
     }
     if (o.use_srq && o.test.verb != Verb::send) {
-        return bad("--use_srq: a shared receive queue takes SENDs; send_lat and send_bw only (as "
+        return bad("--use-srq: a shared receive queue takes SENDs; send_lat and send_bw only (as "
                    "in perftest)");
     }
     if (o.use_srq && o.verify) {
         return bad("--verify checks each QP's messages in that QP's receive buffers; with "
-                   "--use_srq any QP takes any buffer: they cannot be combined");
+                   "--use-srq any QP takes any buffer: they cannot be combined");
     }
     if (o.run_infinitely) {
         if (o.iterations != 0) {
@@ -539,7 +539,7 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
                            "only (as in perftest)");
             }
             o.warm_up = true;
-        } else if (name == "use_srq") {
+        } else if (name == "use-srq") {
             o.use_srq = true;
         } else if (name == "verify") {
             o.verify = true;
@@ -687,7 +687,7 @@ std::string usage(TestId test) {
            "      --out_json           also write the result as perftest's JSON object to\n"
            "                           perftest_out.json (rewritten per result: the last stays)\n"
            "      --out_json_file=<f>  that file's name instead\n"
-           "      --use_srq            send_lat, send_bw: every QP takes its receives from one\n"
+           "      --use-srq            send_lat, send_bw: every QP takes its receives from one\n"
            "                           shared receive queue of rx_depth receives\n"
            "\nprdma additions:\n"
            "      --dev=<name>         same as -d\n"

@@ -67,7 +67,7 @@ struct PerfOptions {
     bool stats = false;   // --stats: the device counters on stderr at the end
     bool warm_up = false; // --perform_warm_up: unmeasured WRs before each size (bw)
     bool verify = false;  // --verify: patterned payloads, every received byte checked
-    bool use_srq = false; // --use_srq: every QP takes its receives from one SRQ (SEND tests)
+    bool use_srq = false; // --use-srq: every QP takes its receives from one SRQ (SEND tests)
     std::optional<std::uint64_t> verify_corrupt_at; // --verify-corrupt-at: a test aid (verify.hpp)
     bool help = false;
     bool version = false;
@@ -86,7 +86,7 @@ struct VerifyBuffers {
     std::uint64_t stride = 0;
 };
 VerifyBuffers verify_buffers(const PerfOptions& options);
-// The receives a QP has posted ahead of its messages: rx_depth, or under --use_srq its share of
+// The receives a QP has posted ahead of its messages: rx_depth, or under --use-srq its share of
 // the SRQ's rx_depth (perftest's split), at least one.
 std::uint32_t receives_per_qp(const PerfOptions& options);
 // What those buffers may take on one side, all QPs together.

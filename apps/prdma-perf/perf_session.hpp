@@ -62,7 +62,7 @@ public:
     [[nodiscard]] std::uint32_t verify_slots() const { return verify_.slots; }
     [[nodiscard]] std::uint32_t lkey() const { return mr_.lkey(); }
     [[nodiscard]] const rdma::QueuePair& qp(unsigned i) const { return qps_[i]; }
-    // A receive for QP `i`: into its own queue, or under --use_srq into the SRQ every QP takes
+    // A receive for QP `i`: into its own queue, or under --use-srq into the SRQ every QP takes
     // from. False when the queue is full.
     [[nodiscard]] bool post_receive(unsigned i, const rdma::RecvWr& wr) const {
         const std::span<const rdma::RecvWr> one(&wr, 1);
@@ -85,7 +85,7 @@ private:
     rdma::Context context_;
     rdma::ProtectionDomain pd_;
     rdma::CompletionQueue cq_;
-    rdma::SharedReceiveQueue srq_; // --use_srq
+    rdma::SharedReceiveQueue srq_; // --use-srq
     std::vector<rdma::QueuePair> qps_;
     std::optional<mem::DmaBuffer> buffer_; // allocated once both sides agreed on the page size
     rdma::MemoryRegionHandle mr_;

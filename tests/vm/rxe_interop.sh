@@ -29,6 +29,7 @@ cases=("$@")
   "write_bw -n 1000 -s 4096"
   "read_lat -n 1000"
   "send_lat -n 1000"
+  "send_lat -n 500 --use-srq"
   "verbs:write_lat -n 300"
   "verbs:read_lat -n 300"
   "verbs:send_lat -n 300"

@@ -186,7 +186,7 @@ class PerftestOptions(unittest.TestCase):
         # 4 QPs whose only receives are the SRQ's 16 (4 each, reposted as they complete): the
         # run finishes only if every QP takes its receives from the SRQ.
         out_c, out_s, detail = self.run_ok(
-            'send_bw', ('-q', '4', '--use_srq', '-r', '16', '-n', '2000', '--sizes', '64,4096'))
+            'send_bw', ('-q', '4', '--use-srq', '-r', '16', '-n', '2000', '--sizes', '64,4096'))
         for out in (out_c, out_s):
             self.assertIn('Using SRQ      : ON', out, detail)
         client, server = rows(out_c, BW_ROW), rows(out_s, BW_ROW)
@@ -194,7 +194,7 @@ class PerftestOptions(unittest.TestCase):
         for row in client + server:
             self.assertEqual(row.group(2), '8000', detail)
             self.assertGreater(float(row.group(4)), 0, detail)
-        out_c, _, detail = self.run_ok('send_lat', ('--use_srq', '-n', '500', '--sizes', '8,4096'))
+        out_c, _, detail = self.run_ok('send_lat', ('--use-srq', '-n', '500', '--sizes', '8,4096'))
         self.assertIn('Using SRQ      : ON', out_c, detail)
         self.assertEqual(len(rows(out_c, LAT_ROW)), 2, detail)
 
@@ -214,8 +214,8 @@ class PerftestOptions(unittest.TestCase):
                 ('write_bw', ['--run_infinitely', '-n', '100'], 'cannot be combined with -n'),
                 ('write_bw', ['-Fz'], "unknown option '-z' in '-Fz'"),
                 ('write_bw', ['--out'], 'ambiguous'),
-                ('write_bw', ['--use_srq'], 'send_lat and send_bw only'),
-                ('send_bw', ['--use_srq', '--verify'], 'cannot be combined')):
+                ('write_bw', ['--use-srq'], 'send_lat and send_bw only'),
+                ('send_bw', ['--use-srq', '--verify'], 'cannot be combined')):
             out = subprocess.run([PERF, test] + args, capture_output=True, text=True, timeout=30)
             self.assertEqual(out.returncode, 1, (args, out.stderr))
             self.assertIn(says, out.stderr, args)
