@@ -13,7 +13,6 @@
 
 #include <rte_cycles.h>
 #include <rte_pause.h>
-#include <rte_ring.h>
 
 #include "swroce_device.hpp"
 
@@ -75,15 +74,6 @@ private:
         state.holds_wanted.fetch_sub(1, std::memory_order_release);
         if (granted_) {
             run_left_requests(dev, group);
-        }
-    }
-
-    // Requests the group's last owner let go of before running (a poller detached, a service that
-    // did not give a hold in time): they were made before this hold's action, which may be the
-    // destroy of a QP one of them names, so they run first.
-    static void run_left_requests(SwroceDevice& dev, unsigned group) noexcept {
-        while (rte_ring_count(dev.groups[group]->control) != 0) {
-            run_group_requests(dev, group);
         }
     }
 

@@ -52,19 +52,27 @@ bool try_send(SwroceDevice& dev, std::unique_ptr<GroupRequest>& request) {
 // Hands `request` to its group's owner; busy (nothing sent, the request freed) when too many are
 // out already.
 Status send_to_owner(SwroceDevice& dev, std::unique_ptr<GroupRequest> request) {
-    // Behind destroys still waiting, nothing goes first.
-    if (!dev.unsent_destroys.empty() || !try_send(dev, request)) {
+    const unsigned group = request->group;
+    // Behind the group's destroys still waiting, nothing goes first.
+    if (const std::size_t waiting = dev.unsent_destroys[group].size(); waiting != 0) {
+        return Error(StatusCode::busy,
+                     strformat("%zu destroys wait for room in queue group %u's mailbox (its "
+                               "owner has not taken earlier requests); poll_control and try again",
+                               waiting, group));
+    }
+    if (!try_send(dev, request)) {
         return Error(StatusCode::busy,
                      strformat("%u control requests are waiting for their queue groups' owners "
                                "(group %u's ring holds %u); poll_control and try again",
-                               dev.control_in_flight, request->group, control_ring_size));
+                               dev.control_in_flight, group, control_ring_size));
     }
     return {};
 }
 
 void send_destroy_to_owner(SwroceDevice& dev, std::unique_ptr<GroupRequest> request) {
-    if (!dev.unsent_destroys.empty() || !try_send(dev, request)) {
-        dev.unsent_destroys.push_back(std::move(request));
+    auto& waiting = dev.unsent_destroys[request->group];
+    if (!waiting.empty() || !try_send(dev, request)) {
+        waiting.push_back(std::move(request));
     }
 }
 
@@ -115,13 +123,21 @@ void collect_group_requests(Device& device) {
         }
     }
     // Destroys, then quiescence requests, a full mailbox turned away, sent again.
-    while (!dev.unsent_destroys.empty() && try_send(dev, dev.unsent_destroys.front())) {
-        dev.unsent_destroys.pop_front();
+    for (auto& waiting : dev.unsent_destroys) {
+        while (!waiting.empty() && try_send(dev, waiting.front())) {
+            waiting.pop_front();
+        }
     }
     for (const auto& wait : dev.quiesces) {
         if (!wait->unsent.empty()) {
             ask_for_quiescence(dev, *wait);
         }
+    }
+}
+
+void run_left_requests(SwroceDevice& dev, unsigned group) noexcept {
+    while (rte_ring_count(dev.groups[group]->control) != 0) {
+        run_group_requests(dev, group);
     }
 }
 

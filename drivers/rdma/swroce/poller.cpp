@@ -60,6 +60,10 @@ Status attach_poller(rdma::driver::Device& device, std::optional<std::uint16_t> 
             return driven_elsewhere(dev, g, owner);
         }
     }
+    // A poller that detached before running them may have left requests: they go first.
+    for (unsigned g = made->first_group; g < made->end_group; ++g) {
+        run_left_requests(dev, g);
+    }
     *poller = made.get();
     const std::lock_guard lock(dev.poller_mutex);
     dev.pollers.push_back(std::move(made));

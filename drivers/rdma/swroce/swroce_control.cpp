@@ -93,9 +93,7 @@ void control_progress(Device& device) {
             auto request =
                 make_request(GroupWork::destroy_qp, pending.qp->queue_group, pending.token);
             request->qp = pending.qp;
-            if (!send_to_owner(dev, std::move(request)).ok()) {
-                dev.pending_destroy.push_back(pending); // the ring is full: next time
-            }
+            send_destroy_to_owner(dev, std::move(request));
             continue;
         }
         flush_queues(*pending.qp);

@@ -198,10 +198,10 @@ struct SwroceDevice {
     // requests are out (capped at the ring's size so an owner never finds it full).
     ::rte_ring* control_done = nullptr;
     unsigned control_in_flight = 0;
-    // Destroys the full mailbox could not take yet, oldest first: a destroy is never refused (the
-    // class frees its object whatever the driver says), it waits here and goes out as requests
-    // come back (send_destroy_to_owner).
-    std::deque<std::unique_ptr<GroupRequest>> unsent_destroys;
+    // Per group, the destroys its full mailbox could not take yet, oldest first: a destroy is
+    // never refused (the class frees its object whatever the driver says), it waits here and goes
+    // out as requests come back (send_destroy_to_owner). Only that group's requests wait behind.
+    std::vector<std::deque<std::unique_ptr<GroupRequest>>> unsent_destroys;
     std::vector<std::unique_ptr<QuiesceWait>> quiesces;
     bool link_was_up = false; // last link state reported, for port_active / port_error events
     // progress=service (service.cpp): the rte_service that runs every group's progress, while
@@ -303,6 +303,9 @@ void record_event(QueueGroupState& group, rdma::EventType type, std::uint32_t nu
 // Runs the control requests waiting for queue group `group`'s owner (swroce_control.cpp); called
 // by progress_group on whichever thread drives the group.
 void run_group_requests(SwroceDevice& dev, unsigned group) noexcept;
+// Everything the group's mailbox holds, run by a thread that has just taken the group: requests
+// its last owner let go of before running them were made before whatever the taker does next.
+void run_left_requests(SwroceDevice& dev, unsigned group) noexcept;
 
 // pcap= capture (swroce_capture.cpp): opens the file at probe; `capture_frames` copies and writes
 // a burst (no-op when capture is off).

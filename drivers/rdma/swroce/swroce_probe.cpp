@@ -160,6 +160,7 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
             return -ENOMEM;
         }
     }
+    dev->unsent_destroys.resize(dev->groups.size());
     // Room for every request that can be out, so an owner never finds it full.
     dev->control_done =
         make_ring("done", 0, rte_align32pow2(control_ring_size * dev->port.queue_groups()), 0);

@@ -1425,6 +1425,63 @@ protected:
     }
 };
 
+// A destroy waiting for room in one group's full mailbox holds up that group's requests only: a
+// create for another group, whose owner has room, still goes to it.
+TEST_F(QueueGroupEngineTest, ADestroyWaitingOnOneGroupHoldsUpNoOther) {
+    std::vector<CompletionQueue> waiting;
+    std::atomic<int> phase{0}; // 0 attaching, 1 holding both groups without running them, 2 done
+    std::thread owner([&] {
+        auto poller = b_->context.attach_poller();
+        phase = 1;
+        while (poller && phase.load() == 1) {
+            std::this_thread::yield();
+        }
+        while (poller && phase.load() != 3) {
+            (void)progress(poller.value());
+        }
+    });
+    struct Joined {
+        std::atomic<int>& phase;
+        std::thread& thread;
+        ~Joined() {
+            phase = 3;
+            thread.join();
+        }
+    } joined{phase, owner};
+    while (phase.load() == 0) {
+        std::this_thread::yield();
+    }
+    for (int i = 0; i < 4096; ++i) {
+        auto cq = b_->context.create_cq(16, 1, 1000 + i);
+        if (!cq.ok()) {
+            ASSERT_EQ(cq.code(), StatusCode::busy) << cq.error().to_string();
+            break;
+        }
+        waiting.push_back(std::move(cq.value()));
+    }
+    ASSERT_EQ(b_->qp.destroy(1).code(), StatusCode::pending) << "b's QP is on group 1";
+    auto other = b_->context.create_cq(16, 0, 2);
+    ASSERT_TRUE(other.ok()) << other.error().to_string();
+    auto again = b_->context.create_cq(16, 1, 3);
+    ASSERT_FALSE(again.ok()) << "group 1's requests wait behind its destroy";
+    EXPECT_NE(again.error().message().find("destroys wait"), std::string::npos)
+        << again.error().message();
+    phase = 2;
+    ControlCompletion done[64];
+    bool destroyed = false;
+    bool created = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!(destroyed && created) && std::chrono::steady_clock::now() < deadline) {
+        const std::size_t n = b_->context.poll_control(done);
+        for (std::size_t i = 0; i < n; ++i) {
+            destroyed |= done[i].request_id == 1 && done[i].status == StatusCode::ok;
+            created |= done[i].request_id == 2 && done[i].status == StatusCode::ok;
+        }
+    }
+    EXPECT_TRUE(destroyed);
+    EXPECT_TRUE(created);
+}
+
 TEST_F(QueueGroupEngineTest, FramesForAnotherGroupAreHandedOver) {
     fill(*a_, 0, 8192, 19);
     fill(*b_, 65536, 8192, 23);
@@ -2290,6 +2347,33 @@ TEST_F(EngineTest, ADestroyAfterTheOwnerLeftRunsTheRequestsItLeft) {
     }
     ASSERT_EQ(order.size(), 1U);
     EXPECT_EQ(order[0], 7U);
+}
+
+// The same when the thread that takes the group next is a poller attaching: it runs what the
+// last one left before it drives the group, so the QP's state is the modify's at once.
+TEST_F(EngineTest, AnAttachingPollerRunsTheRequestsTheLastOneLeft) {
+    std::atomic<int> phase{0};
+    std::thread first([&] {
+        auto poller = b_->context.attach_poller();
+        phase = 1;
+        while (poller && phase.load() == 1) {
+            std::this_thread::yield();
+        }
+    });
+    while (phase.load() == 0) {
+        std::this_thread::yield();
+    }
+    QpAttr err;
+    err.state = QpState::err;
+    const Status modify = b_->qp.modify(err, qp_attr_state, 7);
+    phase = 2;
+    first.join();
+    ASSERT_EQ(modify.code(), StatusCode::pending);
+    EXPECT_EQ(b_->qp.state(), QpState::rts) << "nobody has run the modify yet";
+    auto poller = b_->context.attach_poller();
+    ASSERT_TRUE(poller.ok()) << poller.error().to_string();
+    EXPECT_EQ(b_->qp.state(), QpState::err) << "the attach ran the modify the last poller left";
+    EXPECT_TRUE(b_->qp.destroy(8).ok());
 }
 
 // A destroy is never refused for want of room in the owner's mailbox (the class frees its object
