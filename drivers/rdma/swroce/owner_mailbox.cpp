@@ -50,7 +50,7 @@ bool try_send(SwroceDevice& dev, std::unique_ptr<GroupRequest>& request) {
 } // namespace
 
 // Hands `request` to its group's owner; busy (nothing sent, the request freed) when too many are
-// out already.
+// out already or the group's destroys still wait for room.
 Status send_to_owner(SwroceDevice& dev, std::unique_ptr<GroupRequest> request) {
     const unsigned group = request->group;
     // Behind the group's destroys still waiting, nothing goes first.
