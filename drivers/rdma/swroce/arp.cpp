@@ -441,17 +441,30 @@ void send_control_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
     send_frame(dev, 0, mbuf, counters);
 }
 
+namespace {
+
+// For the control path (SwroceDevice::arp_outcomes); run by group 0's holder.
+void record_outcome(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> mac) noexcept {
+    ArpOutcome& slot = dev.arp_outcomes.next_slot();
+    slot.ip = ip;
+    slot.mac = mac;
+    dev.arp_outcomes.push();
+}
+
+} // namespace
+
 void poll_arp(SwroceDevice& dev, std::uint64_t now) {
     std::array<ArpFrame, 8> retries;
     std::array<std::uint32_t, 8> failed{};
     const ArpPollResult polled = dev.arp->poll(now, retries, failed);
+    SwroceCounters& counters = dev.groups[0]->counters; // group 0's holder runs this
     for (std::size_t i = 0; i < polled.frames; ++i) {
-        send_control_frame(dev, retries[i].view(), dev.control_counters);
-        ++dev.control_counters.arp_requests_sent;
+        send_control_frame(dev, retries[i].view(), counters);
+        ++counters.arp_requests_sent;
     }
     for (std::size_t i = 0; i < polled.failed; ++i) {
-        ++dev.control_counters.arp_failed;
-        finish_rtr(dev, failed[i], std::nullopt);
+        ++counters.arp_failed;
+        record_outcome(dev, failed[i], std::nullopt);
     }
 }
 
@@ -475,7 +488,7 @@ bool handle_arp_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame, st
     }
     if (result.resolved) {
         ++counters.arp_resolved;
-        finish_rtr(dev, result.resolved_ip, result.resolved_mac);
+        record_outcome(dev, result.resolved_ip, result.resolved_mac);
     }
     return true;
 }

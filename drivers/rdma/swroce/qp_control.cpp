@@ -238,6 +238,9 @@ Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, rdma::Qp
             return Error(StatusCode::not_supported,
                          "swroce resolves IPv4 peers with ARP; give dest_mac for an IPv6 peer");
         }
+        // Outcomes first: a resolution starts only here, so arp_outcomes never holds more than
+        // the resolver's resolutions in flight.
+        finish_arp_outcomes(dev);
         const std::uint32_t ip = attr.dest_gid.ipv4_host_order();
         const std::uint64_t now = rte_get_tsc_cycles();
         if (auto mac = dev.arp->lookup(ip, now)) {
@@ -292,6 +295,8 @@ Status destroy_qp(Device& device, void* queue, const ControlToken& token) {
     return Error(StatusCode::pending, "flushing the work still queued on the QP");
 }
 
+namespace {
+
 void finish_rtr(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> mac) {
     Device& device = *rdma::driver::device(dev.id);
     for (PendingRtr& pending :
@@ -314,6 +319,16 @@ void finish_rtr(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> m
                 strformat("no ARP reply from %s after %u requests: is the peer up on this link?",
                           text, dev.arp->config().max_tries));
         }
+    }
+}
+
+} // namespace
+
+void finish_arp_outcomes(SwroceDevice& dev) {
+    while (!dev.arp_outcomes.empty()) {
+        const ArpOutcome outcome = dev.arp_outcomes.front();
+        dev.arp_outcomes.pop();
+        finish_rtr(dev, outcome.ip, outcome.mac);
     }
 }
 

@@ -63,7 +63,8 @@ Status destroy_qp(Device& device, void* queue, const ControlToken& token);
 std::uint32_t qp_send_psn(Device&, void* queue);
 mem::ConnectionId qp_connection(Device&, void* queue);
 rdma::QpState qp_state(Device&, void* queue);
-void finish_rtr(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> mac);
+// Finishes the RTRs waiting on the ARP outcomes group 0's holder recorded (control path).
+void finish_arp_outcomes(SwroceDevice& dev);
 
 // ---- memory (swroce_control.cpp)
 

@@ -44,6 +44,11 @@ struct PendingRtr {
     QpModify modify;
 };
 
+struct ArpOutcome {
+    std::uint32_t ip = 0;
+    std::optional<MacAddress> mac; // none: the resolution failed
+};
+
 struct PendingDestroy {
     SwroceQp* qp = nullptr;
     rdma::driver::ControlToken token;
@@ -164,6 +169,13 @@ struct SwroceDevice {
     SwroceDevargs args;
     SwrocePort port;
     std::unique_ptr<ArpResolver> arp;
+    // Resolutions the resolver finished (a MAC, or none after the last try), from whoever drives
+    // queue group 0 (whose frames and timers ARP's are: a service lcore, a poller, the control
+    // path) to the control path, which finishes the RTRs waiting on them (finish_arp_outcomes):
+    // a pending RTR is the control path's, and only it may act for it. One producer at a time
+    // (group 0's holder), one consumer; never full, as it holds at most the resolver's
+    // max_pending outcomes (modify_qp takes them before it starts a resolution).
+    WorkRing<ArpOutcome> arp_outcomes;
     rdma::Gid gid{};
     rdma::Mtu path_mtu = rdma::Mtu::mtu_1024;
     std::uint64_t tsc_hz = 0;

@@ -182,6 +182,7 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
             return -EINVAL;
         }
         dev->arp = std::make_unique<ArpResolver>(std::move(resolver.value()));
+        dev->arp_outcomes = WorkRing<ArpOutcome>(static_cast<std::uint32_t>(arp.max_pending));
     }
 
     rdma::driver::DeviceConfig config;
