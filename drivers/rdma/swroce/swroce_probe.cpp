@@ -182,7 +182,8 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
             return -EINVAL;
         }
         dev->arp = std::make_unique<ArpResolver>(std::move(resolver.value()));
-        dev->arp_outcomes = WorkRing<ArpOutcome>(static_cast<std::uint32_t>(arp.max_pending));
+        dev->arp_outcomes =
+            WorkRing<ArpOutcome>(static_cast<std::uint32_t>(dev->arp->config().max_pending));
     }
 
     rdma::driver::DeviceConfig config;

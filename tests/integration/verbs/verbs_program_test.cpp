@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <string>
 #include <sys/mman.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -213,6 +214,16 @@ TEST_F(VerbsProgram, TheFirstConnectWaitsForArpAlone) {
     Side b;
     make_side(a_, a);
     make_side(b_, b);
+    // The links up first: a request sent before would go again only after ARP's 200 ms retry.
+    const auto up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (ibv_context* ctx : {a_, b_}) {
+        ibv_port_attr port{};
+        while (ibv_query_port(ctx, 1, &port) == 0 && port.state != IBV_PORT_ACTIVE &&
+               std::chrono::steady_clock::now() < up) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        ASSERT_EQ(port.state, IBV_PORT_ACTIVE);
+    }
     const auto start = std::chrono::steady_clock::now();
     connect(a_, a.qp, b_, b.qp);
     connect(b_, b.qp, a_, a.qp);
