@@ -104,6 +104,62 @@ protected:
         return std::move(side.context.create_qp(init).value());
     }
 
+    // A thread attached as b's poller that holds b's groups without running them until run(),
+    // then drives them; it detaches (without a progress if never run) and is joined when the
+    // owner goes, however the test ends (a failed ASSERT returns early).
+    class IdleOwner {
+    public:
+        explicit IdleOwner(Side& b)
+            : thread_([this, &b] {
+                  auto poller = b.context.attach_poller();
+                  phase_ = 1;
+                  while (poller && phase_.load() == 1) {
+                      std::this_thread::yield();
+                  }
+                  while (poller && phase_.load() == 2) {
+                      (void)progress(poller.value());
+                  }
+              }) {
+            while (phase_.load() == 0) {
+                std::this_thread::yield();
+            }
+        }
+        IdleOwner(const IdleOwner&) = delete;
+        IdleOwner& operator=(const IdleOwner&) = delete;
+        ~IdleOwner() {
+            phase_ = 3;
+            thread_.join();
+        }
+        void run() { phase_ = 2; }
+
+    private:
+        std::atomic<int> phase_{0}; // 0 attaching, 1 holding, 2 running, 3 leaving
+        std::thread thread_;
+    };
+
+    // A modify of b's QP to ERR (request id 7) sent to an idle poller that then detaches
+    // without running it.
+    Status leave_a_modify() {
+        const IdleOwner owner(*b_);
+        QpAttr err;
+        err.state = QpState::err;
+        return b_->qp.modify(err, qp_attr_state, 7);
+    }
+
+    // CQ creates on b's `group` its idle owner has yet to take, until the mailbox takes no more.
+    std::vector<CompletionQueue> fill_mailbox(std::uint16_t group) {
+        std::vector<CompletionQueue> waiting;
+        for (int i = 0; i < 4096; ++i) {
+            auto cq = b_->context.create_cq(16, group, 1000 + i);
+            if (!cq.ok()) {
+                EXPECT_EQ(cq.code(), StatusCode::busy) << cq.error().to_string();
+                break;
+            }
+            waiting.push_back(std::move(cq.value()));
+        }
+        return waiting;
+    }
+
     // Connects at PSN 1000 both ways (the crafted frames of several tests count from there), with
     // the peer's MAC from its port (no ARP).
     void connect(Side& local, Side& remote, const Gid& remote_gid, std::uint8_t rnr_retry = 7) {
@@ -1428,37 +1484,9 @@ protected:
 // A destroy waiting for room in one group's full mailbox holds up that group's requests only: a
 // create for another group, whose owner has room, still goes to it.
 TEST_F(QueueGroupEngineTest, ADestroyWaitingOnOneGroupHoldsUpNoOther) {
-    std::vector<CompletionQueue> waiting;
-    std::atomic<int> phase{0}; // 0 attaching, 1 holding both groups without running them, 2 done
-    std::thread owner([&] {
-        auto poller = b_->context.attach_poller();
-        phase = 1;
-        while (poller && phase.load() == 1) {
-            std::this_thread::yield();
-        }
-        while (poller && phase.load() != 3) {
-            (void)progress(poller.value());
-        }
-    });
-    struct Joined {
-        std::atomic<int>& phase;
-        std::thread& thread;
-        ~Joined() {
-            phase = 3;
-            thread.join();
-        }
-    } joined{phase, owner};
-    while (phase.load() == 0) {
-        std::this_thread::yield();
-    }
-    for (int i = 0; i < 4096; ++i) {
-        auto cq = b_->context.create_cq(16, 1, 1000 + i);
-        if (!cq.ok()) {
-            ASSERT_EQ(cq.code(), StatusCode::busy) << cq.error().to_string();
-            break;
-        }
-        waiting.push_back(std::move(cq.value()));
-    }
+    std::vector<CompletionQueue> waiting; // released after the owner has left
+    IdleOwner owner(*b_);
+    waiting = fill_mailbox(1);
     ASSERT_EQ(b_->qp.destroy(1).code(), StatusCode::pending) << "b's QP is on group 1";
     auto other = b_->context.create_cq(16, 0, 2);
     ASSERT_TRUE(other.ok()) << other.error().to_string();
@@ -1466,7 +1494,7 @@ TEST_F(QueueGroupEngineTest, ADestroyWaitingOnOneGroupHoldsUpNoOther) {
     ASSERT_FALSE(again.ok()) << "group 1's requests wait behind its destroy";
     EXPECT_NE(again.error().message().find("destroys wait"), std::string::npos)
         << again.error().message();
-    phase = 2;
+    owner.run();
     ControlCompletion done[64];
     bool destroyed = false;
     bool created = false;
@@ -2317,22 +2345,7 @@ TEST_F(EngineTest, AnAttachedPollerDrivesItsGroupsWithoutACqPoll) {
 // a destroy that takes it runs them first, so a modify sent to the poller does not run later on
 // the freed QP (a use after free that ASan reports; the sanitize step runs this test).
 TEST_F(EngineTest, ADestroyAfterTheOwnerLeftRunsTheRequestsItLeft) {
-    std::atomic<int> phase{0}; // 0 attaching, 1 attached and idle, 2 let go
-    std::thread owner([&] {
-        auto poller = b_->context.attach_poller();
-        phase = 1;
-        while (poller && phase.load() == 1) {
-            std::this_thread::yield();
-        }
-    }); // detaches without a progress
-    while (phase.load() == 0) {
-        std::this_thread::yield();
-    }
-    QpAttr err;
-    err.state = QpState::err;
-    const Status modify = b_->qp.modify(err, qp_attr_state, 7);
-    phase = 2;
-    owner.join();
+    const Status modify = leave_a_modify();
     ASSERT_EQ(modify.code(), StatusCode::pending);
     EXPECT_TRUE(b_->qp.destroy(8).ok()) << "nothing queued on the QP: it goes at once";
     ControlCompletion done[8];
@@ -2352,22 +2365,7 @@ TEST_F(EngineTest, ADestroyAfterTheOwnerLeftRunsTheRequestsItLeft) {
 // The same when the thread that takes the group next is a poller attaching: it runs what the
 // last one left before it drives the group, so the QP's state is the modify's at once.
 TEST_F(EngineTest, AnAttachingPollerRunsTheRequestsTheLastOneLeft) {
-    std::atomic<int> phase{0};
-    std::thread first([&] {
-        auto poller = b_->context.attach_poller();
-        phase = 1;
-        while (poller && phase.load() == 1) {
-            std::this_thread::yield();
-        }
-    });
-    while (phase.load() == 0) {
-        std::this_thread::yield();
-    }
-    QpAttr err;
-    err.state = QpState::err;
-    const Status modify = b_->qp.modify(err, qp_attr_state, 7);
-    phase = 2;
-    first.join();
+    const Status modify = leave_a_modify();
     ASSERT_EQ(modify.code(), StatusCode::pending);
     EXPECT_EQ(b_->qp.state(), QpState::rts) << "nobody has run the modify yet";
     auto poller = b_->context.attach_poller();
@@ -2384,41 +2382,9 @@ TEST_F(EngineTest, ADestroyWaitsForRoomInTheOwnersMailbox) {
     auto spare = b_->context.create_cq(16);
     ASSERT_TRUE(spare.ok());
     const Context::Resources before = b_->context.resources();
-    std::vector<CompletionQueue> waiting;
-    std::atomic<int> phase{0}; // 0 attaching, 1 holding b's groups without running them, 2 running
-    std::atomic<bool> stop{false};
-    std::thread owner([&] {
-        auto poller = b_->context.attach_poller();
-        phase = 1;
-        while (poller && phase.load() == 1) {
-            std::this_thread::yield();
-        }
-        while (poller && !stop.load()) {
-            (void)progress(poller.value());
-        }
-    });
-    struct Joined {
-        std::atomic<int>& phase;
-        std::atomic<bool>& stop;
-        std::thread& thread;
-        ~Joined() {
-            phase = 2;
-            stop = true;
-            thread.join();
-        }
-    } joined{phase, stop, owner};
-    while (phase.load() == 0) {
-        std::this_thread::yield();
-    }
-    // CQ creates the owner has yet to take, until the mailbox takes no more.
-    for (int i = 0; i < 4096; ++i) {
-        auto cq = b_->context.create_cq(16, 0, 1000 + i);
-        if (!cq.ok()) {
-            ASSERT_EQ(cq.code(), StatusCode::busy) << cq.error().to_string();
-            break;
-        }
-        waiting.push_back(std::move(cq.value()));
-    }
+    std::vector<CompletionQueue> waiting; // released after the owner has left
+    IdleOwner owner(*b_);
+    waiting = fill_mailbox(0);
     ASSERT_LT(waiting.size(), 4096U) << "the mailbox never filled";
     EXPECT_EQ(b_->qp.destroy(1).code(), StatusCode::pending);
     EXPECT_EQ(spare.value().destroy(2).code(), StatusCode::pending);
@@ -2427,7 +2393,7 @@ TEST_F(EngineTest, ADestroyWaitsForRoomInTheOwnersMailbox) {
     EXPECT_EQ(b_->context.create_cq(16, 0, 3).code(), StatusCode::busy)
         << "a create does not overtake the destroys waiting";
 
-    phase = 2;
+    owner.run();
     ControlCompletion done[64];
     std::set<std::uint64_t> destroyed;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
