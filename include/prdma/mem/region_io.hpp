@@ -1,7 +1,8 @@
 // Copies into and out of a registered region through a key entry the caller has already checked
 // (KeyTable::check: key, PD, access and bounds). Identity regions (the DMA MR) are CPU addresses;
-// every other region is walked through its translation table, one physically contiguous chunk
-// at a time. Inline and allocation-free: this is the data path of every device that copies.
+// a range inside one block of a translation table is one copy; any other is walked through the
+// table, one physically contiguous chunk at a time. Inline and allocation-free: this is the data
+// path of every device that copies.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,11 @@ inline void copy_to_region(const KeyEntry& entry, std::uint64_t addr, const std:
         std::memcpy(reinterpret_cast<void*>(addr), data, length);
         return;
     }
+    if (std::uint8_t* host = entry.table->host_in_block(addr, length);
+        PRDMA_LIKELY(host != nullptr)) {
+        std::memcpy(host, data, length);
+        return;
+    }
     TranslationTable::Cursor cursor(*entry.table, addr, length);
     for (Chunk chunk; cursor.next(chunk);) {
         std::memcpy(chunk.host, data, chunk.length);
@@ -31,6 +37,11 @@ inline void copy_from_region(const KeyEntry& entry, std::uint64_t addr, std::uin
                              std::uint8_t* out) noexcept {
     if (entry.identity) {
         std::memcpy(out, reinterpret_cast<const void*>(addr), length);
+        return;
+    }
+    if (const std::uint8_t* host = entry.table->host_in_block(addr, length);
+        PRDMA_LIKELY(host != nullptr)) {
+        std::memcpy(out, host, length);
         return;
     }
     TranslationTable::Cursor cursor(*entry.table, addr, length);

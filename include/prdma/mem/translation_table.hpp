@@ -87,6 +87,17 @@ public:
     [[nodiscard]] std::uint64_t iova(std::uint64_t addr) const noexcept {
         return entry_for(addr).iova + (addr & block_mask());
     }
+    // CPU address of [addr, addr + len) when the range lies inside one block, so one copy does it
+    // with no walk (a small message almost always); nullptr when it crosses into the next block.
+    // The caller has checked contains().
+    [[nodiscard]] std::uint8_t* host_in_block(std::uint64_t addr,
+                                              std::uint64_t len) const noexcept {
+        const std::uint64_t offset = addr & block_mask();
+        if (PRDMA_UNLIKELY(len > block_mask() + 1 - offset)) {
+            return nullptr;
+        }
+        return reinterpret_cast<std::uint8_t*>(entry_for(addr).va) + offset;
+    }
 
     // Walks [addr, addr + len) in chunks that are contiguous in CPU and IOVA space, never past the
     // region's end. The caller has checked contains().

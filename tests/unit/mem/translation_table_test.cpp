@@ -164,6 +164,23 @@ TEST(TranslationTable, CursorChunksStopAtDiscontinuitiesAndTheEnd) {
     EXPECT_FALSE(limited.next(chunk, 64));
 }
 
+TEST(TranslationTable, OneCopyOnlyForARangeInsideOneBlock) {
+    // Pages 0-1 contiguous, then a jump, then page 2.
+    PageList list = make_list(12, 3, kBase, 0, 3 * k4k, 0, 2, k2m);
+    auto table = TranslationTable::build(list, sizes({12}));
+    ASSERT_TRUE(table.ok());
+    EXPECT_EQ(table->host_in_block(kBase + 10, k4k - 10),
+              reinterpret_cast<std::uint8_t*>(kBase + 10));
+    EXPECT_EQ(table->host_in_block(kBase + 10, k4k - 9), nullptr)
+        << "one byte into the next block is the cursor's, contiguous or not";
+    EXPECT_EQ(table->host_in_block(kBase + 2 * k4k - 1, 2), nullptr) << "across the jump";
+    EXPECT_EQ(table->host_in_block(kBase + 2 * k4k, k4k),
+              reinterpret_cast<std::uint8_t*>(list.page_va[2]));
+    EXPECT_EQ(table->host_in_block(kBase + 3 * k4k - 1, 0),
+              reinterpret_cast<std::uint8_t*>(list.page_va[2] + k4k - 1));
+    EXPECT_EQ(table->host_in_block(kBase, ~std::uint64_t{0}), nullptr) << "no wrap-around";
+}
+
 TEST(TranslationTable, FastRegisterLoadInPlace) {
     auto table = TranslationTable::with_capacity(4);
     ASSERT_TRUE(table.ok());
