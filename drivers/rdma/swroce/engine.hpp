@@ -211,8 +211,7 @@ Status attach_poller(rdma::driver::Device& device, std::optional<std::uint16_t> 
                      void** poller);
 void detach_poller(rdma::driver::Device& device, void* poller);
 std::uint32_t swroce_progress(void* poller);
-// ARP requests due again, and resolutions given up on (swroce_control.cpp); by whoever holds
-// group 0.
+// ARP requests due again, and resolutions given up on (arp.cpp); group 0's progress runs it.
 void poll_arp(SwroceDevice& dev, std::uint64_t now);
 
 } // namespace prdma::swroce

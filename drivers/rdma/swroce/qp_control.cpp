@@ -261,6 +261,7 @@ Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, rdma::Qp
             return Error(StatusCode::invalid_parameter,
                          "the destination GID is not a unicast IPv4 peer address");
         }
+        dev.groups[0]->arp_due = 0; // its retries are group 0's timers from now on (under the hold)
         dev.pending_rtr.push_back(PendingRtr{&qp, token, ip, QpModify{&attr, mask, {}}});
         return Error(StatusCode::pending, "resolving the peer's MAC address with ARP");
     }

@@ -64,6 +64,8 @@ void receive(SwroceDevice& dev, unsigned group, RxBurst& burst, std::uint64_t no
 // rdtsc costs ~12 ns on a VM, as much as the poll itself. Timers are looked at on every
 // `idle_timer_polls`th empty poll, microseconds apart, against deadlines of milliseconds.
 constexpr std::uint32_t idle_timer_polls = 16;
+// ARP retries are 200 ms apart (ArpResolverConfig): a millisecond late is nothing to them.
+constexpr std::uint64_t arp_polls_per_second = 1000;
 
 bool nothing_to_do(SwroceDevice& dev, unsigned group, const RxBurst& burst) noexcept {
     QueueGroupState& state = *dev.groups[group];
@@ -204,12 +206,20 @@ std::uint16_t progress_group(SwroceDevice& dev, unsigned group) noexcept {
     }
     const std::uint64_t now = rte_get_tsc_cycles(); // the one clock read of this progress
     receive(dev, group, burst, now);
+    QueueGroupState& state = *dev.groups[group];
+    // ARP's timers belong with its frames, to whoever drives group 0 now (a poller, the service, a
+    // claiming poll or the control path): a resolution retries and gives up whoever that is.
+    if (PRDMA_UNLIKELY(now >= state.arp_due)) {
+        poll_arp(dev, now);
+        state.arp_due = dev.arp->pending_count() == 0
+                            ? no_arp_due
+                            : now + dev.arp->config().tsc_hz / arp_polls_per_second;
+    }
     // Frames the port refused last time go first; while any wait, make no new ones. Timers run
     // regardless: a peer that stopped taking frames is a peer that stopped answering, and its
     // QPs must reach retry_exceeded on time.
     bool can_send = flush_backlog(dev, group);
     TxBatch tx;
-    QueueGroupState& state = *dev.groups[group];
     state.work_left = false;
     can_send = ++state.progresses % full_scan_interval == 0
                    ? serve_every_qp(dev, group, tx, now, can_send)

@@ -23,10 +23,6 @@ namespace prdma::swroce {
 
 namespace {
 
-// ARP requests of a resolution still waiting go out again on their own timer; the service looks
-// every this many runs (microseconds apart) rather than read the clock on each.
-constexpr std::uint32_t arp_check_interval = 256;
-
 std::int32_t run_progress(void* arg) {
     SwroceDevice& dev = *static_cast<SwroceDevice*>(arg);
     for (unsigned group = 0; group < dev.groups.size(); ++group) {
@@ -41,9 +37,6 @@ std::int32_t run_progress(void* arg) {
             continue;
         }
         (void)progress_group(dev, group);
-        if (group == 0 && dev.arp && ++dev.service_runs % arp_check_interval == 0) {
-            poll_arp(dev, rte_get_tsc_cycles());
-        }
         state.owner.store(0, std::memory_order_release);
     }
     return 0;

@@ -77,11 +77,6 @@ void control_progress(Device& device) {
             (void)progress_group(dev, group);
         }
     }
-    if (!dev.service_id) {
-        if (const GroupHold arp_group(dev, 0); dev.arp && arp_group) {
-            poll_arp(dev, rte_get_tsc_cycles());
-        }
-    }
     finish_arp_outcomes(dev);
     // Destroys wait until their queued work is flushed to the CQs; the flush happens here, on the
     // caller's poll, so the completions are visible before the destroy completes. A group claimed

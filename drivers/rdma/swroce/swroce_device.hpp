@@ -89,8 +89,9 @@ struct QuiesceWait {
     unsigned outstanding = 0;     // requests sent and not back yet
 };
 
-inline constexpr unsigned control_ring_size = 256; // per group
-inline constexpr unsigned event_ring_size = 512;   // per group
+inline constexpr unsigned control_ring_size = 256;             // per group
+inline constexpr unsigned event_ring_size = 512;               // per group
+inline constexpr std::uint64_t no_arp_due = ~std::uint64_t{0}; // QueueGroupState::arp_due
 
 // One queue group: one rx/tx queue pair of the port, polled by one thread (DESIGN "Fast path
 // rules"). Everything here is written by that thread only, except `owner`, claimed once.
@@ -121,6 +122,9 @@ struct QueueGroupState {
     // next one is not empty, whatever it receives.
     bool work_left = false;
     std::uint32_t idle_polls = 0; // empty polls in a row, for the timers' turn (queue_group.cpp)
+    // When ARP's timers (its retries and its giving up) are looked at next: group 0 only, while
+    // a resolution is in flight (modify_qp sets it when one starts), never otherwise.
+    std::uint64_t arp_due = no_arp_due;
     // Where the next full scan starts serving QPs: the one the port stopped the last at.
     std::uint32_t serve_from = 0;
     // The QPs that may have frames to make (received a frame, were posted to, or had work left at
@@ -220,7 +224,6 @@ struct SwroceDevice {
     // registered. Its owner-word token is this device's own, never a thread's.
     std::optional<std::uint32_t> service_id;
     alignas(8) char service_anchor = 0;
-    std::uint32_t service_runs = 0; // the service's runs, for its turns at ARP (service.cpp)
     // Explicit pollers attached (poller.cpp), freed with the device if never detached.
     std::mutex poller_mutex;
     std::vector<std::unique_ptr<SwrocePoller>> pollers;

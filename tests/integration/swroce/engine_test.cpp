@@ -2374,6 +2374,38 @@ TEST_F(EngineTest, AnAttachingPollerRunsTheRequestsTheLastOneLeft) {
     EXPECT_TRUE(b_->qp.destroy(8).ok());
 }
 
+// ARP's retries and its giving up are group 0's timers: a resolution started while nobody polled
+// the group goes on when a poller takes it, and an unanswered one fails the RTR (here after five
+// requests 200 ms apart) instead of leaving it pending for ever.
+TEST_F(EngineTest, AnUnansweredArpFailsTheRtrWhileAPollerOwnsGroupZero) {
+    QueuePair qp = make_qp(*b_);
+    ConnectionDescriptor nobody;
+    nobody.qpn = 0x123;
+    nobody.psn = 1;
+    nobody.gid = Gid::from_ipv4(0x0a6363fa); // 10.99.99.250: on the wire, but no one's address
+    ConnectOptions options;
+    options.until = QpState::rtr;
+    ASSERT_EQ(qp.connect(nobody, options, 5).code(), StatusCode::pending);
+    IdleOwner owner(*b_);
+    owner.run();
+    ControlCompletion done[8];
+    std::optional<ControlCompletion> rtr;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!rtr && std::chrono::steady_clock::now() < deadline) {
+        const std::size_t n = b_->context.poll_control(done);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (done[i].request_id == 5) {
+                rtr = done[i];
+            }
+        }
+    }
+    ASSERT_TRUE(rtr.has_value()) << "the RTR is still waiting for ARP after 5 s";
+    EXPECT_EQ(rtr->status, StatusCode::not_connected);
+    EXPECT_NE(rtr->message.find("no ARP reply from 10.99.99.250 after 5 requests"),
+              std::string::npos)
+        << rtr->message;
+}
+
 // A destroy is never refused for want of room in the owner's mailbox (the class frees its object
 // whatever the driver says, so a refusal would lose the driver's QP or CQ): it waits behind the
 // requests the owner has yet to take, the context counts the object until it is gone, and it is
