@@ -201,8 +201,8 @@ struct ArpPollResult {
 };
 
 // ARP resolution state machine of one device. The caller sends what it returns, feeds it every
-// received ARP frame, and calls poll() from its control progress; nothing here allocates after
-// create().
+// received ARP frame, and calls poll() while resolutions are in flight (swroce: group 0's progress,
+// whoever drives it); nothing here allocates after create().
 class ArpResolver {
 public:
     static Result<ArpResolver> create(const ArpResolverConfig& config);

@@ -69,8 +69,10 @@ constexpr std::uint64_t arp_polls_per_second = 1000;
 
 bool nothing_to_do(SwroceDevice& dev, unsigned group, const RxBurst& burst) noexcept {
     QueueGroupState& state = *dev.groups[group];
+    // A resolution in flight keeps ARP's timers on the clock at every poll: the control path may
+    // be the only one polling, and rarely.
     if (burst.count != 0 || state.tx_backlog_count != 0 || state.work_left ||
-        state.rx_faults.active() || state.tx_faults.active() ||
+        state.arp_due != no_arp_due || state.rx_faults.active() || state.tx_faults.active() ||
         (dev.groups.size() > 1 && rte_ring_count(state.handover) != 0)) {
         state.idle_polls = 0;
         return false;

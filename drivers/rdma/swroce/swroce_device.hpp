@@ -174,8 +174,8 @@ struct SwroceDevice {
     SwrocePort port;
     std::unique_ptr<ArpResolver> arp;
     // Resolutions the resolver finished (a MAC, or none after the last try), from whoever drives
-    // queue group 0 (ARP frames are group 0's; its retries run on the service lcore or the control
-    // path) to the control path, which finishes the RTRs waiting on them (finish_arp_outcomes):
+    // queue group 0 (ARP frames are group 0's, and so are its retries and its giving up) to the
+    // control path, which finishes the RTRs waiting on them (finish_arp_outcomes):
     // a pending RTR is the control path's, and only it may act for it. One producer at a time
     // (group 0's holder), one consumer; never full, as it holds at most the resolver's
     // max_pending outcomes (modify_qp takes them before it starts a resolution).

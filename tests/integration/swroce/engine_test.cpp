@@ -2406,6 +2406,38 @@ TEST_F(EngineTest, AnUnansweredArpFailsTheRtrWhileAPollerOwnsGroupZero) {
         << rtr->message;
 }
 
+// The same with nobody but the control path driving group 0, and the application polling it only
+// every 50 ms: ARP's retries keep their 200 ms, so the RTR fails after about a second, not after
+// sixteen idle polls per retry (4 s).
+TEST_F(EngineTest, AnUnansweredArpFailsOnTimeWhenTheControlPathPollsRarely) {
+    QueuePair qp = make_qp(*b_);
+    ConnectionDescriptor nobody;
+    nobody.qpn = 0x123;
+    nobody.psn = 1;
+    nobody.gid = Gid::from_ipv4(0x0a6363fb);
+    ConnectOptions options;
+    options.until = QpState::rtr;
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_EQ(qp.connect(nobody, options, 6).code(), StatusCode::pending);
+    ControlCompletion done[8];
+    std::optional<ControlCompletion> rtr;
+    while (!rtr && std::chrono::steady_clock::now() - start < std::chrono::seconds(6)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        const std::size_t n = b_->context.poll_control(done);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (done[i].request_id == 6) {
+                rtr = done[i];
+            }
+        }
+    }
+    const auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_TRUE(rtr.has_value()) << "the RTR is still waiting for ARP after 6 s";
+    EXPECT_EQ(rtr->status, StatusCode::not_connected) << rtr->message;
+    EXPECT_LT(took, std::chrono::milliseconds(2500))
+        << "five requests 200 ms apart took "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+}
+
 // A destroy is never refused for want of room in the owner's mailbox (the class frees its object
 // whatever the driver says, so a refusal would lose the driver's QP or CQ): it waits behind the
 // requests the owner has yet to take, the context counts the object until it is gone, and it is
