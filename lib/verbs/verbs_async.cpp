@@ -60,7 +60,7 @@ void watch(const std::stop_token& stop, ShimContext& shim, AsyncEvents& async) {
     while (!stop.stop_requested()) {
         std::size_t n = 0;
         {
-            const std::lock_guard lock(shim.control_mutex);
+            const std::lock_guard lock(shim.control_mutex());
             n = shim.context.poll_events(got);
         }
         if (n > 0) {

@@ -17,7 +17,9 @@ namespace prdma::verbs {
 namespace {
 
 Result<rdma::DeviceInfo> info_of(ibv_context* context) {
-    return shim_context(context).context.device_info();
+    ShimContext& shim = shim_context(context);
+    const std::lock_guard lock(shim.control_mutex());
+    return shim.context.device_info();
 }
 
 unsigned device_cap_flags(const rdma::DeviceAttr& attr) {
@@ -211,7 +213,9 @@ ibv_context* ibv_open_device(ibv_device* device) {
         return nullptr;
     }
     auto* shim_device = reinterpret_cast<ShimDevice*>(device); // NOLINT: see ibv_get_device_guid
+    std::unique_lock lock(shim_device->control_mutex); // the open runs the device's control path
     prdma::Result<prdma::rdma::Context> context = prdma::rdma::Context::open(shim_device->id);
+    lock.unlock();
     if (!context.ok()) {
         prdma::verbs::refuse("ibv_open_device", EIO, context.error().message());
         return nullptr;

@@ -159,6 +159,12 @@ void release_context(ShimContext& shim) {
 
 ShimContext::~ShimContext() {
     stop_async_events(*this);
+    if (device != nullptr) {
+        // The device's other contexts may be mid-call, and their control progress finds this
+        // client's state through the device until it is gone.
+        const std::lock_guard lock(device->control_mutex);
+        const rdma::Context gone = std::move(context);
+    }
     pthread_mutex_destroy(&vctx.context.mutex);
 }
 

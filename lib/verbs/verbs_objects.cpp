@@ -91,8 +91,10 @@ ibv_mr* register_region(const char* verb, ibv_pd* pd, void* addr, std::size_t le
         refuse(verb, EFAULT, strformat("%p + %zu is not all mapped memory", addr, length));
         return nullptr;
     }
+    std::unique_lock lock(shim_context(pd->context).control_mutex());
     Result<std::unique_ptr<MrParts>> parts =
         register_parts(shim_of<ShimPd>(pd), addr, length, flags.value());
+    lock.unlock();
     if (!parts.ok()) {
         refuse(verb, errno_of(parts.error().code()), parts.error().message());
         return nullptr;
@@ -134,7 +136,7 @@ ShimCq* make_cq(const char* verb, ibv_context* context, int cqe, void* cq_contex
         made->event_fd = fd.value();
         made->cq.channel = channel;
     }
-    const std::lock_guard lock(shim.control_mutex);
+    const std::lock_guard lock(shim.control_mutex());
     const std::uint64_t request = next_request(shim);
     Result<rdma::CompletionQueue> created =
         shim.context.create_cq(static_cast<std::uint32_t>(cqe), 0, request, made->event_fd);
@@ -171,7 +173,7 @@ ibv_pd* ibv_alloc_pd(ibv_context* context) {
     if (!hold) {
         return nullptr;
     }
-    const std::lock_guard lock(shim.control_mutex);
+    const std::lock_guard lock(shim.control_mutex());
     prdma::Result<prdma::rdma::ProtectionDomain> pd = shim.context.alloc_pd();
     if (!pd.ok()) {
         refuse("ibv_alloc_pd", prdma::verbs::errno_of(pd.error().code()), pd.error().message());
@@ -187,12 +189,14 @@ ibv_pd* ibv_alloc_pd(ibv_context* context) {
 
 int ibv_dealloc_pd(ibv_pd* pd) {
     std::unique_ptr<ShimPd> shim(&shim_of<ShimPd>(pd));
+    std::unique_lock lock(prdma::verbs::shim_context(pd->context).control_mutex());
     if (prdma::Status destroyed = shim->handle.destroy(); !destroyed.ok()) {
         refuse("ibv_dealloc_pd", prdma::verbs::errno_of(destroyed.error().code()),
                destroyed.error().message());
         (void)shim.release(); // still the caller's: its MRs or QPs are alive
         return errno;
     }
+    lock.unlock(); // the last release may free the context
     prdma::verbs::release_context(prdma::verbs::shim_context(pd->context));
     return 0;
 }
@@ -215,6 +219,7 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
 
 int ibv_dereg_mr(ibv_mr* mr) {
     std::unique_ptr<ShimMr> shim(&shim_of<ShimMr>(mr));
+    std::unique_lock lock(prdma::verbs::shim_context(mr->context).control_mutex());
     if (prdma::Status gone = shim->parts->handle.deregister(); !gone.ok()) {
         refuse("ibv_dereg_mr", prdma::verbs::errno_of(gone.error().code()), gone.error().message());
         (void)shim.release();
@@ -222,6 +227,7 @@ int ibv_dereg_mr(ibv_mr* mr) {
     }
     prdma::verbs::unpin_pages(shim->parts->pinned);
     prdma::verbs::release_kept(shim->parts);
+    lock.unlock(); // the last release may free the context
     prdma::verbs::release_context(prdma::verbs::shim_context(mr->context));
     return 0;
 }

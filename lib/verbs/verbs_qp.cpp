@@ -200,7 +200,7 @@ ShimQp* create_qp(const char* verb, ibv_pd* pd, ibv_qp_init_attr* init) {
     if (!hold) {
         return nullptr;
     }
-    const std::lock_guard lock(context.control_mutex); // with watch_qp_events below
+    const std::lock_guard lock(context.control_mutex()); // with watch_qp_events below
     Result<std::unique_ptr<ShimQp>> made = make_qp(context, pd, *init);
     if (!made.ok()) {
         refuse(verb, errno_of(made.error().code()), made.error().message());
@@ -254,7 +254,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     }
     auto& shim = shim_of<ShimQp>(qp);
     ShimContext& context = prdma::verbs::shim_context(qp->context);
-    const std::lock_guard lock(context.control_mutex);
+    const std::lock_guard lock(context.control_mutex());
     const std::uint64_t request = prdma::verbs::next_request(context);
     prdma::Status status = prdma::verbs::await_control(
         context, request, shim.handle->modify(prdma_attr.value(), prdma_mask.value(), request));
@@ -272,7 +272,9 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
         return EINVAL;
     }
     auto& shim = shim_of<ShimQp>(qp);
+    std::unique_lock lock(prdma::verbs::shim_context(qp->context).control_mutex());
     prdma::Result<prdma::rdma::QpAttr> now = shim.handle->attributes();
+    lock.unlock();
     if (!now.ok()) {
         return prdma::verbs::errno_of(now.error().code());
     }

@@ -26,7 +26,13 @@ struct ShimDevice {
     ibv_device device{};
     rdma::DeviceId id{};
     std::uint64_t node_guid = 0; // network order, as ibv_get_device_guid returns it
+    // Control verbs run one at a time per device, whichever of its contexts they are on: the
+    // contexts share the device's control path, and verbs promise thread safety. A verb returns
+    // when its work is done, so each holds it to the end.
+    std::mutex control_mutex;
 };
+// So an ibv_device* leads back to its ShimDevice.
+static_assert(std::is_standard_layout_v<ShimDevice>);
 
 // The process's EAL and devices, brought up once from the environment (PRDMA_EAL_ARGS) by the
 // first verb that needs them.
@@ -51,8 +57,8 @@ struct ShimContext {
     verbs_context vctx{};
     ShimDevice* device = nullptr;
     rdma::Context context;
-    // Control calls run one at a time per context (a verbs call returns when its work is done).
-    std::mutex control_mutex;
+    // The device's (ShimDevice::control_mutex): every control call on this context holds it.
+    [[nodiscard]] std::mutex& control_mutex() const { return device->control_mutex; }
     std::uint64_t last_request = 0;
     AsyncEvents* async = nullptr; // kept (keep()) from open until the context goes
     // The objects made on it that are alive, and closed_bit once ibv_close_device ran: a context
@@ -197,7 +203,7 @@ void refuse(const char* verb, int error, const std::string& why);
 // `gone` runs once it is destroyed, still under the control mutex.
 template <typename Handle, typename Gone>
 int destroy_and_wait(const char* verb, ShimContext& context, Handle& handle, Gone&& gone) {
-    const std::lock_guard lock(context.control_mutex);
+    const std::lock_guard lock(context.control_mutex());
     const std::uint64_t request = next_request(context);
     const Status status = await_control(context, request, handle.destroy(request));
     if (status.ok()) {
@@ -216,7 +222,7 @@ inline constexpr int gid_type_sysfs_roce_v2 = 1;
 
 // Asynchronous events (verbs_async.cpp): started at open (the context's async_fd and its watcher
 // thread), stopped when the context goes. A QP's (an SRQ's) events are handed out from create
-// to destroy. watch and forget run under the context's control_mutex with the create and the
+// to destroy. watch and forget run under the device's control mutex with the create and the
 // destroy, so a number given out again meanwhile is never mistaken for the old object's; forget
 // returns the events handed out, which wait_*_acks then waits to see acknowledged, as verbs'
 // destroy does.

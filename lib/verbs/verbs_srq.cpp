@@ -46,7 +46,7 @@ ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
     if (!hold) {
         return nullptr;
     }
-    const std::lock_guard lock(context.control_mutex);
+    const std::lock_guard lock(context.control_mutex());
     Result<std::unique_ptr<ShimSrq>> made = make_srq(context, pd, *init);
     if (!made.ok()) {
         refuse(verb, errno_of(made.error().code()), made.error().message());
@@ -86,7 +86,7 @@ int modify_srq(ibv_srq* srq, const ibv_srq_attr& attr, int mask) {
     }
     if ((mask & IBV_SRQ_LIMIT) != 0) {
         ShimContext& context = shim_context(srq->context);
-        const std::lock_guard lock(context.control_mutex);
+        const std::lock_guard lock(context.control_mutex());
         if (Status armed = shim_of<ShimSrq>(srq).handle->arm_limit(attr.srq_limit); !armed.ok()) {
             refuse(verb, errno_of(armed.error().code()), armed.error().message());
             return errno;
@@ -122,7 +122,7 @@ int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* srq_attr) {
     }
     const prdma::rdma::SharedReceiveQueue& handle = *shim_of<ShimSrq>(srq).handle;
     ShimContext& context = prdma::verbs::shim_context(srq->context);
-    const std::lock_guard lock(context.control_mutex);
+    const std::lock_guard lock(context.control_mutex());
     prdma::Result<std::uint32_t> limit = handle.limit();
     if (!limit.ok()) {
         refuse("ibv_query_srq", prdma::verbs::errno_of(limit.error().code()),
@@ -144,7 +144,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
     ShimContext& context = prdma::verbs::shim_context(srq->context);
     std::uint32_t reported = 0;
     {
-        const std::lock_guard lock(context.control_mutex);
+        const std::lock_guard lock(context.control_mutex());
         if (prdma::Status destroyed = shim.handle->destroy(); !destroyed.ok()) {
             refuse("ibv_destroy_srq", prdma::verbs::errno_of(destroyed.error().code()),
                    destroyed.error().message());

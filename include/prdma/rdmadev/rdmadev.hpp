@@ -25,6 +25,12 @@
 //   the same way, with request_id 0.
 // When a device pends is its own business (a hardware device: a firmware command; swroce: an
 // object of a queue group another thread owns, see drivers/rdma/swroce/ENGINE.md "Ownership").
+//
+// Threads: the control path is DPDK's control path, not thread-safe. The contexts of one device
+// share its control path (a poll_control on one finishes requests of the others), so control
+// calls on any context of a device, and on anything made from one, must not overlap: make them
+// from one thread, or under one lock per device (libprdma-verbs holds one, as verbs promise
+// thread safety). The data path (fastpath.hpp) has its own rules (DESIGN "Fast path rules").
 #pragma once
 #define PRDMA_RDMADEV_RDMADEV_HPP
 
