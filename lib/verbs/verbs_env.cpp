@@ -209,30 +209,55 @@ std::uint64_t next_request(ShimContext& shim) {
     return ++shim.last_request;
 }
 
+namespace {
+
+Status outcome_of(const rdma::ControlCompletion& done) {
+    if (done.status == StatusCode::ok) {
+        return {};
+    }
+    return Error(done.status, done.message);
+}
+
+// The completion of `request_id` if this poll, or another waiter's, has taken it.
+std::optional<rdma::ControlCompletion> take_finished(ShimContext& shim, std::uint64_t request_id) {
+    std::array<rdma::ControlCompletion, 8> done;
+    const std::size_t n = shim.context.poll_control(done);
+    for (std::size_t i = 0; i < n; ++i) {
+        if (shim.waits->awaited.contains(done[i].request_id)) {
+            shim.waits->finished.insert_or_assign(done[i].request_id, std::move(done[i]));
+        } // else a dropped handle's clean-up: nobody waits for it
+    }
+    const auto it = shim.waits->finished.find(request_id);
+    if (it == shim.waits->finished.end()) {
+        return std::nullopt;
+    }
+    rdma::ControlCompletion mine = std::move(it->second);
+    shim.waits->finished.erase(it);
+    return mine;
+}
+
+} // namespace
+
 Status await_control(ShimContext& shim, std::uint64_t request_id, Status status) {
     if (status.code() != StatusCode::pending) {
         return status;
     }
+    shim.waits->awaited.insert(request_id);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    std::array<rdma::ControlCompletion, 8> done;
     for (;;) {
-        const std::size_t n = shim.context.poll_control(done);
-        for (std::size_t i = 0; i < n; ++i) {
-            if (done[i].request_id != request_id) {
-                continue; // a dropped handle's clean-up
-            }
-            if (done[i].status == StatusCode::ok) {
-                return {};
-            }
-            return Error(done[i].status, done[i].message);
+        if (std::optional<rdma::ControlCompletion> done = take_finished(shim, request_id)) {
+            shim.waits->awaited.erase(request_id);
+            return outcome_of(*done);
         }
         if (std::chrono::steady_clock::now() > deadline) {
+            shim.waits->awaited.erase(request_id); // a late completion is dropped, not kept
             return Error(StatusCode::not_connected,
                          "the device did not finish the request in 10 s");
         }
-        if (n == 0) {
-            std::this_thread::sleep_for(std::chrono::microseconds(50));
-        }
+        // The caller's lock_guard holds the mutex again before it lets go of it.
+        shim.control_mutex().unlock();
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        shim.control_mutex().lock();
     }
 }
 

@@ -219,8 +219,13 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
 
 int ibv_dereg_mr(ibv_mr* mr) {
     std::unique_ptr<ShimMr> shim(&shim_of<ShimMr>(mr));
-    std::unique_lock lock(prdma::verbs::shim_context(mr->context).control_mutex());
-    if (prdma::Status gone = shim->parts->handle.deregister(); !gone.ok()) {
+    ShimContext& context = prdma::verbs::shim_context(mr->context);
+    std::unique_lock lock(context.control_mutex());
+    // A queue group another thread drives must let go of the key first: that may pend.
+    const std::uint64_t request = prdma::verbs::next_request(context);
+    if (prdma::Status gone =
+            prdma::verbs::await_control(context, request, shim->parts->handle.deregister(request));
+        !gone.ok()) {
         refuse("ibv_dereg_mr", prdma::verbs::errno_of(gone.error().code()), gone.error().message());
         (void)shim.release();
         return errno;
@@ -228,7 +233,7 @@ int ibv_dereg_mr(ibv_mr* mr) {
     prdma::verbs::unpin_pages(shim->parts->pinned);
     prdma::verbs::release_kept(shim->parts);
     lock.unlock(); // the last release may free the context
-    prdma::verbs::release_context(prdma::verbs::shim_context(mr->context));
+    prdma::verbs::release_context(context);
     return 0;
 }
 

@@ -7,9 +7,11 @@
 #include <array>
 #include <atomic>
 #include <infiniband/verbs.h>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -60,6 +62,14 @@ struct ShimContext {
     // The device's (ShimDevice::control_mutex): every control call on this context holds it.
     [[nodiscard]] std::mutex& control_mutex() const { return device->control_mutex; }
     std::uint64_t last_request = 0;
+    // Under the device's control mutex: the requests threads wait for in await_control, and the
+    // completions of those that one waiter's poll took for another. (Behind a pointer: the
+    // containers would cost ShimContext its standard layout.)
+    struct Waits {
+        std::set<std::uint64_t> awaited;
+        std::map<std::uint64_t, rdma::ControlCompletion> finished;
+    };
+    std::shared_ptr<Waits> waits = std::make_shared<Waits>();
     AsyncEvents* async = nullptr; // kept (keep()) from open until the context goes
     // The objects made on it that are alive, and closed_bit once ibv_close_device ran: a context
     // closed with objects left lives until the last is destroyed, because their verbs (and the
@@ -173,9 +183,11 @@ Shim& shim_of(Public* object) {
     return *reinterpret_cast<Shim*>(object); // NOLINT: the first member of a standard layout
 }
 
-// Runs control call `call(request_id)` and, when it pends, keeps the device going
-// (Context::poll_control) until it completes: a verbs call returns when its work is done.
-// `call` returns a Status, or the Result of a create whose handle is ready() once done.
+// When `status` (of the control call made with `request_id`) is pending, keeps the device going
+// (Context::poll_control) until the request completes: a verbs call returns when its work is
+// done. The caller holds the device's control mutex; it is let go between two polls, so the
+// thread whose poll drives the queue group the request waits on (progress=poll) may make its own
+// control calls meanwhile, and a completion another waiter's poll takes is left for it.
 Status await_control(ShimContext& shim, std::uint64_t request_id, Status status);
 std::uint64_t next_request(ShimContext& shim);
 // A create (of a CQ or QP, with `request_id`) that pends is waited for: its handle is ready after.

@@ -8,6 +8,7 @@
 // threads on three contexts of one device.
 #include <arpa/inet.h>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <filesystem>
 #include <future>
 #include <infiniband/verbs.h>
+#include <memory>
 #include <mutex>
 #include <poll.h>
 #include <set>
@@ -49,6 +51,7 @@ protected:
             std::atexit([] { std::filesystem::remove_all(socket_dir()); });
         }
         const std::string sock = socket_dir() + "/memif.sock";
+        const std::string sock2 = socket_dir() + "/memif2.sock";
         const std::string args = "-l 0,1 --main-lcore 0 -S 1 --no-huge -m 256 --log-level=*:error "
                                  "--vdev=net_memif0,role=server,socket=" +
                                  sock +
@@ -57,7 +60,16 @@ protected:
                                  sock +
                                  ",socket-abstract=no "
                                  "--vdev=rdma_swroce0,port=net_memif0,ip=10.9.0.1,progress=service "
-                                 "--vdev=rdma_swroce1,port=net_memif1,ip=10.9.0.2,progress=service";
+                                 "--vdev=rdma_swroce1,port=net_memif1,ip=10.9.0.2,progress=service "
+                                 // Devices whose queue groups the polling thread drives.
+                                 "--vdev=net_memif2,role=server,socket=" +
+                                 sock2 +
+                                 ",socket-abstract=no "
+                                 "--vdev=net_memif3,role=client,socket=" +
+                                 sock2 +
+                                 ",socket-abstract=no "
+                                 "--vdev=rdma_swroce2,port=net_memif2,ip=10.9.1.1,progress=poll "
+                                 "--vdev=rdma_swroce3,port=net_memif3,ip=10.9.1.2,progress=poll";
         ::setenv("PRDMA_EAL_ARGS", args.c_str(), 1);
     }
 
@@ -675,6 +687,14 @@ TEST_F(VerbsProgram, ControlVerbsFromManyThreadsOnOneDevice) {
         }
     }
     ibv_free_device_list(list);
+    const std::unique_ptr<std::vector<ibv_context*>, void (*)(std::vector<ibv_context*>*)> closer(
+        &more, [](std::vector<ibv_context*>* contexts) {
+            for (ibv_context* ctx : *contexts) {
+                if (ctx != nullptr) {
+                    EXPECT_EQ(ibv_close_device(ctx), 0);
+                }
+            }
+        });
     ASSERT_EQ(more.size(), 2U);
     ASSERT_NE(more[0], nullptr);
     ASSERT_NE(more[1], nullptr);
@@ -685,11 +705,9 @@ TEST_F(VerbsProgram, ControlVerbsFromManyThreadsOnOneDevice) {
         int failures = 0;
         ibv_pd* pd = ibv_alloc_pd(ctx);
         ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
-        if (pd == nullptr || cq == nullptr) {
-            return -1;
-        }
         std::vector<char> buf(8192);
-        for (int i = 0; i < rounds; ++i) {
+        // The first failure ends the run: a broken device should not be asked 5000 times.
+        for (int i = 0; i < rounds && failures == 0 && pd != nullptr && cq != nullptr; ++i) {
             if (memory) {
                 ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
                 failures += mr == nullptr || ibv_dereg_mr(mr) != 0 ? 1 : 0;
@@ -732,7 +750,9 @@ TEST_F(VerbsProgram, ControlVerbsFromManyThreadsOnOneDevice) {
             }
             failures += ibv_destroy_qp(qp) != 0 ? 1 : 0;
         }
-        failures += ibv_destroy_cq(cq) != 0 || ibv_dealloc_pd(pd) != 0 ? 1 : 0;
+        failures += pd == nullptr || cq == nullptr ? 1 : 0;
+        failures += cq != nullptr && ibv_destroy_cq(cq) != 0 ? 1 : 0;
+        failures += pd != nullptr && ibv_dealloc_pd(pd) != 0 ? 1 : 0;
         return failures;
     };
     std::vector<std::future<int>> threads;
@@ -745,9 +765,74 @@ TEST_F(VerbsProgram, ControlVerbsFromManyThreadsOnOneDevice) {
     for (std::future<int>& t : threads) {
         EXPECT_EQ(t.get(), 0);
     }
-    for (ibv_context* ctx : more) {
-        EXPECT_EQ(ibv_close_device(ctx), 0);
+}
+
+// progress=poll: the thread polling a CQ drives queue group 0, so a QP created from another
+// thread waits for that thread's next poll. The waiter lets go of the device's control lock
+// between its own polls: the polling thread may register memory meanwhile, then poll, and both
+// finish, instead of the polling thread waiting on the lock for the waiter's 10 s timeout.
+TEST_F(VerbsProgram, AVerbWaitingForThePollingThreadLetsItMakeItsOwn) {
+    ibv_device** list = ibv_get_device_list(nullptr);
+    ASSERT_NE(list, nullptr);
+    ibv_context* ctx = nullptr;
+    for (int i = 0; list[i] != nullptr; ++i) {
+        if (std::string(ibv_get_device_name(list[i])) == "rdma_swroce2") {
+            ctx = ibv_open_device(list[i]);
+        }
     }
+    ibv_free_device_list(list);
+    ASSERT_NE(ctx, nullptr);
+    ibv_pd* pd = ibv_alloc_pd(ctx);
+    ibv_cq* driving = ibv_create_cq(ctx, 16, nullptr, nullptr, 0); // the poller's
+    ASSERT_NE(pd, nullptr);
+    ASSERT_NE(driving, nullptr);
+    // 1: the poller owns group 0; 2: a create is on its way; 3: the main thread is done.
+    std::atomic<int> phase{0};
+    std::vector<char> buf(4096);
+    std::thread poller([&] {
+        ibv_wc wc{};
+        (void)ibv_poll_cq(driving, 1, &wc); // claims the group
+        phase = 1;
+        while (phase.load() != 2) {
+            (void)ibv_poll_cq(driving, 1, &wc);
+        }
+        std::this_thread::sleep_for(20ms); // the create is waiting for this thread now
+        ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+        EXPECT_NE(mr, nullptr);
+        while (phase.load() != 3) {
+            (void)ibv_poll_cq(driving, 1, &wc);
+        }
+        EXPECT_EQ(ibv_dereg_mr(mr), 0);
+        EXPECT_EQ(ibv_destroy_cq(driving), 0); // its owner's: no wait
+    });
+    while (phase.load() != 1) {
+        std::this_thread::yield();
+    }
+    ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+    ASSERT_NE(cq, nullptr);
+    ibv_qp_init_attr init{};
+    init.send_cq = cq;
+    init.recv_cq = cq;
+    init.qp_type = IBV_QPT_RC;
+    init.cap = {.max_send_wr = 4,
+                .max_recv_wr = 4,
+                .max_send_sge = 1,
+                .max_recv_sge = 1,
+                .max_inline_data = 0};
+    phase = 2;
+    const auto start = std::chrono::steady_clock::now();
+    ibv_qp* qp = ibv_create_qp(pd, &init);
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_NE(qp, nullptr);
+    EXPECT_LT(took, 2s) << "the create waited for a poller that waited on the create's lock";
+    if (qp != nullptr) {
+        EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    }
+    EXPECT_EQ(ibv_destroy_cq(cq), 0);
+    phase = 3;
+    poller.join();
+    EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+    EXPECT_EQ(ibv_close_device(ctx), 0);
 }
 
 } // namespace
