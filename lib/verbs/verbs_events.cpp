@@ -16,6 +16,18 @@
 
 namespace prdma::verbs {
 
+namespace {
+
+// A channel's CQ count moves under its context's mutex, as libibverbs' own verbs_init_cq and
+// ibv_destroy_cq do: CQs of one channel may come and go on several threads at once.
+void count_cq(ibv_comp_channel* channel, int delta) {
+    pthread_mutex_lock(&channel->context->mutex);
+    channel->refcnt += delta;
+    pthread_mutex_unlock(&channel->context->mutex);
+}
+
+} // namespace
+
 Result<int> attach_to_channel(ibv_comp_channel* channel, ibv_cq* cq) {
     const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (fd < 0) {
@@ -29,7 +41,7 @@ Result<int> attach_to_channel(ibv_comp_channel* channel, ibv_cq* cq) {
         ::close(fd);
         return Error(StatusCode::internal, std::string("epoll_ctl: ") + std::strerror(error));
     }
-    ++channel->refcnt;
+    count_cq(channel, 1);
     return fd;
 }
 
@@ -39,7 +51,7 @@ void detach_from_channel(ibv_cq* cq, int event_fd) {
     }
     (void)::epoll_ctl(cq->channel->fd, EPOLL_CTL_DEL, event_fd, nullptr);
     ::close(event_fd);
-    --cq->channel->refcnt;
+    count_cq(cq->channel, -1);
 }
 
 int req_notify_cq_op(ibv_cq* cq, int) {
@@ -70,7 +82,10 @@ int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
     if (channel == nullptr) {
         return EINVAL;
     }
-    if (channel->refcnt != 0) {
+    pthread_mutex_lock(&channel->context->mutex);
+    const bool used = channel->refcnt != 0;
+    pthread_mutex_unlock(&channel->context->mutex);
+    if (used) {
         return EBUSY; // CQs still use it
     }
     ::close(channel->fd);
