@@ -29,8 +29,9 @@ struct ShimDevice {
     rdma::DeviceId id{};
     std::uint64_t node_guid = 0; // network order, as ibv_get_device_guid returns it
     // Control verbs run one at a time per device, whichever of its contexts they are on: the
-    // contexts share the device's control path, and verbs promise thread safety. A verb returns
-    // when its work is done, so each holds it to the end.
+    // contexts share the device's control path, and verbs promise thread safety. A verb holds it
+    // to its end, but for the sleeps between its polls while it waits for the device
+    // (await_control).
     std::mutex control_mutex;
 };
 // So an ibv_device* leads back to its ShimDevice.
