@@ -33,6 +33,20 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// An RC QP on `cq` with four send and four receive WRs of one SGE each.
+ibv_qp_init_attr small_rc_qp(ibv_cq* cq) {
+    ibv_qp_init_attr init{};
+    init.send_cq = cq;
+    init.recv_cq = cq;
+    init.qp_type = IBV_QPT_RC;
+    init.cap = {.max_send_wr = 4,
+                .max_recv_wr = 4,
+                .max_send_sge = 1,
+                .max_recv_sge = 1,
+                .max_inline_data = 0};
+    return init;
+}
+
 // Both devices, brought up by the shim from PRDMA_EAL_ARGS on the first verb.
 class VerbsProgram : public ::testing::Test {
 protected:
@@ -713,15 +727,7 @@ TEST_F(VerbsProgram, ControlVerbsFromManyThreadsOnOneDevice) {
                 failures += mr == nullptr || ibv_dereg_mr(mr) != 0 ? 1 : 0;
                 continue;
             }
-            ibv_qp_init_attr init{};
-            init.send_cq = cq;
-            init.recv_cq = cq;
-            init.qp_type = IBV_QPT_RC;
-            init.cap = {.max_send_wr = 4,
-                        .max_recv_wr = 4,
-                        .max_send_sge = 1,
-                        .max_recv_sge = 1,
-                        .max_inline_data = 0};
+            ibv_qp_init_attr init = small_rc_qp(cq);
             ibv_qp* qp = ibv_create_qp(pd, &init);
             if (qp == nullptr) {
                 ++failures;
@@ -810,15 +816,7 @@ TEST_F(VerbsProgram, AVerbWaitingForThePollingThreadLetsItMakeItsOwn) {
     }
     ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
     ASSERT_NE(cq, nullptr);
-    ibv_qp_init_attr init{};
-    init.send_cq = cq;
-    init.recv_cq = cq;
-    init.qp_type = IBV_QPT_RC;
-    init.cap = {.max_send_wr = 4,
-                .max_recv_wr = 4,
-                .max_send_sge = 1,
-                .max_recv_sge = 1,
-                .max_inline_data = 0};
+    ibv_qp_init_attr init = small_rc_qp(cq);
     phase = 2;
     const auto start = std::chrono::steady_clock::now();
     ibv_qp* qp = ibv_create_qp(pd, &init);
