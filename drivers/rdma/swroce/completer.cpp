@@ -36,14 +36,16 @@ void advance(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
     }
 }
 
-// Whether `psn` is one this requester has sent (an ACK or response beyond that is bogus).
+// Whether `psn` is one this requester has sent, not merely numbered (an ACK or response beyond
+// that is bogus: it would complete a WR that never left).
 bool was_sent(const SwroceQp& qp, std::uint32_t psn) noexcept {
-    return roce::psn_after(qp.req.send_psn, psn);
+    return !roce::psn_after(psn, qp.req.sent_psn);
 }
 
-// The transport timer runs only while some PSN sent is unacknowledged.
+// The transport timer runs only while some PSN sent is unacknowledged: a message numbered but
+// held back (its window was full, or other QPs had the port) has nothing the peer could answer.
 void stop_timer_when_idle(SwroceQp& qp) noexcept {
-    if (!roce::psn_after(qp.req.send_psn, roce::psn_next(qp.req.acked_psn))) {
+    if (!roce::psn_after(qp.req.sent_psn, qp.req.acked_psn)) {
         qp.req.retransmit_deadline = 0;
     }
 }

@@ -168,8 +168,8 @@ namespace {
 // go-back-N restarts from the first missing packet. A needless probe costs one packet.
 void probe_stall(SwroceQp& qp, std::uint64_t now) noexcept {
     RequesterState& req = qp.req;
-    if (req.rnr_resume > now) {
-        return; // waiting out an RNR NAK is not a stall
+    if (req.rnr_resume > now || !roce::psn_after(req.sent_psn, req.acked_psn)) {
+        return; // waiting out an RNR NAK is not a stall, nor is having nothing unacknowledged
     }
     // A READ at the tail is not resent alone: from the first unacknowledged PSN on, every READ is
     // asked again for the responses it still lacks, and an earlier READ may lack some too.

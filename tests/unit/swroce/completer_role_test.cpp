@@ -192,6 +192,48 @@ TEST_F(CompleterRoleTest, AnRnrNakArmsTheRnrTimerAndCompletesNothing) {
     EXPECT_EQ(resent[1].bth.psn, sq_psn + 1);
 }
 
+// Everything sent acknowledged, the rest of the message not sent yet (its window was full, then
+// other QPs had the port): nothing is lost, so no probe and no timeout. The transport timer ran on
+// while a packet was merely numbered, and a probe then named the last PSN sent, already
+// acknowledged, and held back every later packet: under 1,024 QPs sharing a congested port such
+// QPs sent nothing until retry_exceeded.
+TEST_F(CompleterRoleTest, NothingUnacknowledgedIsNeverProbedOrTimedOut) {
+    const std::uint32_t window = qp().req.window.packets();
+    constexpr std::uint32_t beyond = 8;
+    ASSERT_LE(std::size_t{window + beyond} * mtu, local_length);
+    post_deferred(write_wr(1, 0, (window + beyond) * mtu, 0x70000000));
+    const std::uint64_t start = tsc();
+    std::uint32_t sent = 0;
+    for (std::size_t more = 1; more > 0; sent += static_cast<std::uint32_t>(more)) {
+        more = run_requester_once(start).size();
+    }
+    ASSERT_EQ(sent, window) << "the window stops the WRITE inside";
+    acknowledge(sq_psn + window - 1, roce::ack_syndrome(), start);
+    EXPECT_EQ(qp().req.retransmit_deadline, 0U) << "every PSN sent is acknowledged";
+    acknowledge(sq_psn + window + beyond - 1, roce::ack_syndrome(), start);
+    EXPECT_EQ(counters().rx_bad_ack, 1U) << "an ACK for packets numbered but never sent";
+    EXPECT_TRUE(send_completions().empty());
+
+    // The requester's turn comes late: far beyond the probe's wait and the timer's retries.
+    const std::uint64_t timeout = transport_timeout_cycles(qp());
+    const std::uint64_t step = dev().tsc_hz / 1000;
+    std::uint64_t now = start;
+    for (; now < start + (qp().req.retries_left + 2) * timeout; now += step) {
+        check_timer(qp(), now);
+    }
+    EXPECT_EQ(counters().probes, 0U);
+    EXPECT_EQ(counters().timeouts, 0U);
+    EXPECT_EQ(qp().state(), rdma::QpState::rts);
+    const SentFrames rest = run_requester_once(now);
+    ASSERT_EQ(rest.size(), beyond) << "the rest of the WRITE goes at its turn";
+    EXPECT_EQ(rest[0].bth.psn, sq_psn + window);
+    EXPECT_NE(qp().req.retransmit_deadline, 0U) << "sent again: the timer runs";
+    acknowledge(sq_psn + window + beyond - 1, roce::ack_syndrome(), now);
+    const auto wcs = send_completions();
+    ASSERT_EQ(wcs.size(), 1U);
+    expect_completion(wcs[0], 1, rdma::WcStatus::success);
+}
+
 TEST_F(CompleterRoleTest, AnAnswerForAPsnNeverSentIsIgnoredAndCounted) {
     const std::uint64_t now = tsc();
     (void)transmit_writes(1, now);
