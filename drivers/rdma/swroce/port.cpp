@@ -177,6 +177,7 @@ Status SwrocePort::claim(const std::string& name) {
 Status SwrocePort::check_capabilities(const rte_eth_dev_info& info, const PortProfile& profile,
                                       unsigned queue_groups, std::optional<unsigned> ib_mtu) {
     max_ib_mtu_ = profile.max_ib_mtu;
+    carried_mtu_ = profile.carried_mtu;
     if (ib_mtu && profile.max_ib_mtu && *ib_mtu > *profile.max_ib_mtu) {
         return Error{StatusCode::not_supported,
                      strformat("swroce: ethdev %s (driver %s) takes frames of an IB MTU of at "
@@ -199,7 +200,8 @@ Status SwrocePort::check_capabilities(const rte_eth_dev_info& info, const PortPr
 }
 
 // The Ethernet MTU to configure: the port's own (af_packet would push a lower one onto the
-// kernel interface), raised only as far as the IB MTU asked needs.
+// kernel interface), raised only as far as the IB MTU asked needs and the driver does not carry
+// already.
 Result<unsigned> SwrocePort::choose_mtu(const rte_eth_dev_info& info,
                                         std::optional<unsigned> ib_mtu) const {
     std::uint16_t current_mtu = 0;
@@ -208,7 +210,7 @@ Result<unsigned> SwrocePort::choose_mtu(const rte_eth_dev_info& info,
     }
     unsigned wanted_mtu = current_mtu;
     const unsigned max_mtu = max_ethernet_mtu(info);
-    if (ib_mtu) {
+    if (ib_mtu && ethernet_mtu_for(*ib_mtu) > carried_mtu_) {
         const unsigned needed = ethernet_mtu_for(*ib_mtu);
         if (needed > max_mtu) {
             return Error{StatusCode::not_supported,
@@ -360,7 +362,7 @@ Status SwrocePort::watch_link(std::optional<unsigned> ib_mtu) {
         return dpdk_error("rte_eth_dev_get_mtu", name_, ret);
     }
     ethernet_mtu_ = mtu;
-    if (ib_mtu && mtu < ethernet_mtu_for(*ib_mtu)) {
+    if (ib_mtu && ethernet_mtu() < ethernet_mtu_for(*ib_mtu)) {
         return Error{StatusCode::not_supported,
                      strformat("swroce: ethdev %s runs with Ethernet MTU %u after configuration; "
                                "IB MTU %u needs %u",
@@ -426,7 +428,7 @@ Result<SwrocePort> SwrocePort::open(std::string_view ethdev_name, unsigned queue
         name.c_str(), unsigned{port.port_id_}, queue_groups, unsigned{port.rx_descriptors_},
         unsigned{port.tx_descriptors_},
         mempool_size_for(port.rx_descriptors_, port.tx_descriptors_, profile.mbufs_kept_by_driver),
-        port.socket_, port.ethernet_mtu_, port.link_up() ? "up" : "down");
+        port.socket_, port.ethernet_mtu(), port.link_up() ? "up" : "down");
     return port;
 }
 
@@ -438,9 +440,9 @@ SwrocePort::SwrocePort(SwrocePort&& other) noexcept
       owner_id_(std::exchange(other.owner_id_, RTE_ETH_DEV_NO_OWNER)),
       started_(std::exchange(other.started_, false)), mac_(other.mac_),
       mac_generated_(other.mac_generated_), ethernet_mtu_(other.ethernet_mtu_),
-      socket_(other.socket_), rx_descriptors_(other.rx_descriptors_),
-      tx_descriptors_(other.tx_descriptors_), tx_multi_segment_(other.tx_multi_segment_),
-      pools_(std::exchange(other.pools_, {})) {}
+      carried_mtu_(other.carried_mtu_), max_ib_mtu_(other.max_ib_mtu_), socket_(other.socket_),
+      rx_descriptors_(other.rx_descriptors_), tx_descriptors_(other.tx_descriptors_),
+      tx_multi_segment_(other.tx_multi_segment_), pools_(std::exchange(other.pools_, {})) {}
 
 SwrocePort& SwrocePort::operator=(SwrocePort&& other) noexcept {
     if (this != &other) {
@@ -456,6 +458,8 @@ SwrocePort& SwrocePort::operator=(SwrocePort&& other) noexcept {
         mac_ = other.mac_;
         mac_generated_ = other.mac_generated_;
         ethernet_mtu_ = other.ethernet_mtu_;
+        carried_mtu_ = other.carried_mtu_;
+        max_ib_mtu_ = other.max_ib_mtu_;
         socket_ = other.socket_;
         rx_descriptors_ = other.rx_descriptors_;
         tx_descriptors_ = other.tx_descriptors_;

@@ -16,6 +16,7 @@
 // (burst_gate.hpp), which runs the interrupt thread's callbacks only while no burst is under way.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -123,7 +124,11 @@ public:
     // The port's unicast address; a random locally administered one when the port has none.
     [[nodiscard]] const MacAddress& mac() const noexcept { return mac_; }
     [[nodiscard]] bool mac_generated() const noexcept { return mac_generated_; }
-    [[nodiscard]] unsigned ethernet_mtu() const noexcept { return ethernet_mtu_; }
+    // The IP packet size frames may have: the MTU the port runs with, or more where its driver
+    // carries more than it reports (PortProfile::carried_mtu).
+    [[nodiscard]] unsigned ethernet_mtu() const noexcept {
+        return std::max(ethernet_mtu_, carried_mtu_);
+    }
     // The largest IB MTU whose frames the port's mbufs hold (af_xdp: 2048), if it has one.
     [[nodiscard]] std::optional<unsigned> max_ib_mtu() const noexcept { return max_ib_mtu_; }
     [[nodiscard]] unsigned queue_groups() const noexcept {
@@ -245,6 +250,7 @@ private:
     MacAddress mac_{};
     bool mac_generated_ = false;
     unsigned ethernet_mtu_ = 0;
+    unsigned carried_mtu_ = 0;
     std::optional<unsigned> max_ib_mtu_;
     int socket_ = SOCKET_ID_ANY;
     std::uint16_t rx_descriptors_ = 0;

@@ -44,9 +44,12 @@ PortProfile port_profile_for(const rte_eth_dev_info& info) {
     if (info.driver_name != nullptr && std::strcmp(info.driver_name, "net_af_xdp") == 0) {
         // One spare mbuf: 22.11 registers populated_size chunks from the pool's start, and the
         // object that the 2 MiB page boundaries push past that span is refused by the kernel.
-        return {af_xdp_data_room, af_xdp_fill_ring + 1, af_xdp_max_ib_mtu, true};
+        return {af_xdp_data_room, af_xdp_fill_ring + 1, af_xdp_max_ib_mtu, 0, true};
     }
-    return {SwrocePort::mbuf_data_room, 0, std::nullopt, false};
+    if (info.driver_name != nullptr && std::strcmp(info.driver_name, "net_memif") == 0) {
+        return {SwrocePort::mbuf_data_room, 0, std::nullopt, ethernet_mtu_for(4096), false};
+    }
+    return {SwrocePort::mbuf_data_room, 0, std::nullopt, 0, false};
 }
 
 Status check_af_xdp_pool(const std::string& ethdev, const rte_mempool* pool, unsigned pools) {

@@ -4,6 +4,10 @@
 // 2048 mbufs on its fill ring whatever the rx ring size, and the umem counts against
 // RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK. The driver reports every such failure as
 // EINVAL from rte_eth_rx_queue_setup, so swroce checks first and says which limit it was.
+// net_memif reports the 1500-byte MTU of a standard Ethernet frame (DPDK 22.11: max_rx_pktlen
+// 1514, so configure refuses more), yet its tx copies a frame of any length into chained ring
+// buffers and its rx copies them back into one mbuf as long as it fits: it carries RoCE frames of
+// a 4096-byte IB MTU, 64 KiB in 16 packets instead of 64.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +25,7 @@ struct PortProfile {
     std::uint16_t mbuf_data_room = 0;   // for rte_pktmbuf_pool_create
     unsigned mbufs_kept_by_driver = 0;  // beyond its descriptors (af_xdp: the fill ring)
     std::optional<unsigned> max_ib_mtu; // largest IB MTU whose frames fit one mbuf
+    unsigned carried_mtu = 0; // IP packets the driver carries whatever MTU it reports (memif)
     bool af_xdp = false;
 };
 
