@@ -1,5 +1,5 @@
 // The raw DPDK floor under swroce: what net_memif alone costs between two processes, with the
-// same framing swroce uses (messages cut into frames of at most 1024 bytes of payload plus the
+// same framing swroce uses (messages cut into frames of at most 4096 bytes of payload plus the
 // 58 bytes of Ethernet/IPv4/UDP/BTH/ICRC a RoCEv2 frame carries). Its data path is DPDK's alone;
 // prdma's common library only closes the port safely.
 //
@@ -40,7 +40,7 @@ namespace {
 using prdma::run_on_interrupt_thread;
 using prdma::Status;
 
-constexpr std::uint32_t frame_payload = 1024; // swroce's path MTU over memif
+constexpr std::uint32_t frame_payload = 4096; // swroce's path MTU over memif (bsize=4224)
 constexpr std::uint32_t frame_overhead = 58;  // Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4
 constexpr std::uint16_t burst = 32;
 constexpr std::uint32_t control_bytes = 60; // a "stop"/"go" frame
@@ -333,7 +333,7 @@ int main(int argc, char** argv) {
     const Options o = parse(argc, argv);
     const std::string vdev =
         "--vdev=net_memif0,role=" + std::string(o.server ? "server" : "client") +
-        ",socket=" + o.socket + ",socket-abstract=no,id=0";
+        ",socket=" + o.socket + ",socket-abstract=no,id=0,bsize=4224";
     const std::string core = std::to_string(o.core);
     const std::string prefix = "--file-prefix=memif_floor_" + std::to_string(::getpid());
     std::vector<std::string> args = {"prdma-memif-floor",   "-l",       core,
@@ -353,7 +353,7 @@ int main(int argc, char** argv) {
     if (rte_eth_dev_get_port_by_name("net_memif0", &port.id) != 0) {
         die("no net_memif0");
     }
-    port.pool = rte_pktmbuf_pool_create("floor", 8191, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+    port.pool = rte_pktmbuf_pool_create("floor", 8191, 256, 0, RTE_PKTMBUF_HEADROOM + 4224,
                                         static_cast<int>(rte_socket_id()));
     rte_eth_conf conf{};
     if (port.pool == nullptr || rte_eth_dev_configure(port.id, 1, 1, &conf) != 0 ||

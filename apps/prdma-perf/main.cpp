@@ -772,7 +772,7 @@ Result<std::vector<std::string>> default_eal_args(const PerfOptions& o) {
         "--log-level=lib.eal:error", "--log-level=pmd.net.memif:error",
         "--log-level=prdma.*:warning",
         "--vdev=net_memif0,role=" + std::string(client ? "client" : "server") +
-            ",socket=" + socket + ",socket-abstract=no,id=0",
+            ",socket=" + socket + ",socket-abstract=no,id=0,bsize=4224", // IB MTU 4096
         "--vdev=rdma_swroce0,port=net_memif0,ip=" + std::string(client ? "10.0.0.2" : "10.0.0.1")};
 }
 

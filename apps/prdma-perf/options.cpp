@@ -702,7 +702,8 @@ std::string usage(TestId test) {
            "  -h, --help               this text\n"
            "  -V, --version            prdma's version and the perftest version it speaks\n"
            "\nWithout EAL options each side makes a net_memif port (server role on the side\n"
-           "without a host name) and an rdma_swroce device on it, on its own core.\n";
+           "without a host name; 4224-byte ring buffers, so the path MTU is 4096) and an\n"
+           "rdma_swroce device on it, on its own core.\n";
 }
 
 } // namespace prdma::perf

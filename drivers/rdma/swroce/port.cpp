@@ -216,9 +216,12 @@ Result<unsigned> SwrocePort::choose_mtu(const rte_eth_dev_info& info,
             return Error{StatusCode::not_supported,
                          strformat("swroce: ethdev %s (%s) carries an Ethernet MTU of at most %u; "
                                    "IB MTU %u needs %u (%u + %u bytes of IPv6/UDP/BTH/RETH/ImmDt/"
-                                   "ICRC headers). Use a smaller mtu= devarg",
-                                   name_.c_str(), info.driver_name, max_mtu, *ib_mtu, needed,
-                                   *ib_mtu, roce_l3_overhead)};
+                                   "ICRC headers). Use a smaller mtu= devarg%s",
+                                   name_.c_str(), info.driver_name, std::max(max_mtu, carried_mtu_),
+                                   *ib_mtu, needed, *ib_mtu, roce_l3_overhead,
+                                   carried_mtu_ != 0 ? ", or give the memif port (both sides) "
+                                                       "bsize=4224 for IB MTU 4096"
+                                                     : "")};
         }
         wanted_mtu = std::max(wanted_mtu, needed);
     }

@@ -1,9 +1,15 @@
 #include "port_profile.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sys/resource.h>
 #include <unistd.h>
+
+#include <rte_dev.h>
+#include <rte_devargs.h>
+#include <rte_kvargs.h>
 
 #include <prdma/format.hpp>
 
@@ -24,6 +30,33 @@ constexpr unsigned af_xdp_rx_offset = 256;
 constexpr std::uint16_t af_xdp_data_room = RTE_PKTMBUF_HEADROOM + af_xdp_rx_offset + 2176;
 constexpr unsigned af_xdp_max_ib_mtu = 2048;
 constexpr unsigned cap_ipc_lock_bit = 14;
+// memif's ring buffer size when its vdev has no bsize devarg (DPDK 22.11).
+constexpr unsigned memif_default_buffer_size = 2048;
+
+// The bsize devarg of a memif port (its ring buffers' size), or the driver's default.
+unsigned memif_buffer_size(const rte_eth_dev_info& info) {
+    const rte_devargs* devargs = info.device != nullptr ? rte_dev_devargs(info.device) : nullptr;
+    if (devargs == nullptr || devargs->args == nullptr) {
+        return memif_default_buffer_size;
+    }
+    rte_kvargs* kvargs = rte_kvargs_parse(devargs->args, nullptr);
+    if (kvargs == nullptr) {
+        return memif_default_buffer_size;
+    }
+    const char* value = rte_kvargs_get(kvargs, "bsize");
+    const unsigned size = value != nullptr ? static_cast<unsigned>(std::strtoul(value, nullptr, 10))
+                                           : memif_default_buffer_size;
+    rte_kvargs_free(kvargs);
+    return size;
+}
+
+// The IP packet size of the longest frame (Ethernet header and a VLAN tag before it) that fits
+// one memif ring buffer and one of swroce's mbufs.
+unsigned memif_carried_mtu(const rte_eth_dev_info& info) {
+    const unsigned frame = std::min(memif_buffer_size(info), max_roce_frame_size);
+    constexpr unsigned link_header = RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN;
+    return frame > link_header ? frame - link_header : 0;
+}
 
 // The kernel charges an AF_XDP umem against RLIMIT_MEMLOCK unless CAP_IPC_LOCK is effective.
 bool has_ipc_lock() {
@@ -47,7 +80,7 @@ PortProfile port_profile_for(const rte_eth_dev_info& info) {
         return {af_xdp_data_room, af_xdp_fill_ring + 1, af_xdp_max_ib_mtu, 0, true};
     }
     if (info.driver_name != nullptr && std::strcmp(info.driver_name, "net_memif") == 0) {
-        return {SwrocePort::mbuf_data_room, 0, std::nullopt, ethernet_mtu_for(4096), false};
+        return {SwrocePort::mbuf_data_room, 0, std::nullopt, memif_carried_mtu(info), false};
     }
     return {SwrocePort::mbuf_data_room, 0, std::nullopt, 0, false};
 }

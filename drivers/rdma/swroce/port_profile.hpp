@@ -5,9 +5,11 @@
 // RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK. The driver reports every such failure as
 // EINVAL from rte_eth_rx_queue_setup, so swroce checks first and says which limit it was.
 // net_memif reports the 1500-byte MTU of a standard Ethernet frame (DPDK 22.11: max_rx_pktlen
-// 1514, so configure refuses more), yet its tx copies a frame of any length into chained ring
-// buffers and its rx copies them back into one mbuf as long as it fits: it carries RoCE frames of
-// a 4096-byte IB MTU, 64 KiB in 16 packets instead of 64.
+// 1518, so configure refuses more), yet carries a frame as long as one of its ring buffers
+// (devarg bsize, 2048 by default): with bsize=4224 on both sides, RoCE frames of a 4096-byte IB
+// MTU, 64 KiB in 16 packets instead of 64. Only what fits one buffer: a longer frame spans
+// several, and 22.11's tx never clears the continuation flag of a frame's first buffer, so once
+// the ring wraps a short frame there is glued to the next one (fixed upstream in 2026).
 #pragma once
 
 #include <cstdint>

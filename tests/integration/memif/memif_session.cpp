@@ -117,7 +117,7 @@ ConnectionDescriptor connect_qp(Session& s, Oob& oob, QueuePair& qp) {
     oob.receive(&wire, sizeof(wire), [&] { drive(s); });
     const ConnectionDescriptor peer = check(import_connection(&wire, sizeof(wire)), "import");
     ConnectOptions options;
-    options.path_mtu = s.mtu; // what the port carries (memif: 4096)
+    options.path_mtu = s.mtu; // what the port carries (memif: 1500-byte frames -> 1024)
     options.max_rd_atomic = 16;
     options.max_dest_rd_atomic = 16;
     options.min_rnr_timer = 1;
