@@ -188,7 +188,8 @@ struct RequesterState {
     // go-back-N restart resends from the packet after it, never from the start of a message.
     std::uint32_t acked_psn = 0;
     // The highest PSN ever put on the wire (a READ or atomic: the last of its span), restarts
-    // or not: what a stall probe resends.
+    // or not: what a stall probe resends, how far an ACK may go, and while acked_psn is short of
+    // it the transport timer runs (send_psn numbers messages the port may not have taken yet).
     std::uint32_t sent_psn = 0;
     bool reads_posted = false; // a READ or atomic ever reached the requester (never reset)
     // A WR failed where it stands (FAST_REG rules, a bad WR at post): nothing posted after it is

@@ -159,6 +159,21 @@ void chase_responses(SwroceQp& qp, SendWqe& wqe, std::uint64_t now) noexcept {
 
 namespace {
 
+// Whether packets sent once wait at the head to go again (a restart the port has not taken yet):
+// the wait is at our port, not at the peer.
+bool resend_queued(SwroceQp& qp) noexcept {
+    if (qp.req.send_offset >= qp.send_queue.size()) {
+        return false;
+    }
+    const SendWqe& wqe = qp.send_queue.at(qp.req.send_offset);
+    if (!wqe.assigned || wqe.is_local()) {
+        return false;
+    }
+    const std::uint32_t next =
+        wqe.is_read_or_atomic() ? wqe.first_psn : roce::psn_add(wqe.first_psn, wqe.next_packet);
+    return !roce::psn_after(next, qp.req.sent_psn);
+}
+
 // Go-back-N learns of a loss from the packets behind it; when nothing is behind it (the tail of
 // what was sent, or the ACK that would open the window, was lost) nothing would come back until
 // the transport timer. A probe resends the last packet sent, alone and asking for an ACK, as
@@ -168,8 +183,11 @@ namespace {
 // go-back-N restarts from the first missing packet. A needless probe costs one packet.
 void probe_stall(SwroceQp& qp, std::uint64_t now) noexcept {
     RequesterState& req = qp.req;
-    if (req.rnr_resume > now || !roce::psn_after(req.sent_psn, req.acked_psn)) {
-        return; // waiting out an RNR NAK is not a stall, nor is having nothing unacknowledged
+    // Waiting out an RNR NAK is not a stall, nor is having nothing unacknowledged or a restart
+    // still to go out (a probe would move its resend point past the packets it must resend).
+    if (req.rnr_resume > now || !roce::psn_after(req.sent_psn, req.acked_psn) ||
+        resend_queued(qp)) {
+        return;
     }
     // A READ at the tail is not resent alone: from the first unacknowledged PSN on, every READ is
     // asked again for the responses it still lacks, and an earlier READ may lack some too.

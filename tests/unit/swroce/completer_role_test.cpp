@@ -234,6 +234,28 @@ TEST_F(CompleterRoleTest, NothingUnacknowledgedIsNeverProbedOrTimedOut) {
     expect_completion(wcs[0], 1, rdma::WcStatus::success);
 }
 
+// A restart waits for its turn at a congested port: that wait is ours, not a stall of the peer's.
+// A probe taken then rewound the message to its last packet sent and dropped the restart point,
+// so the packets between were never resent and the responder's NAK for them fell inside the
+// restart's guard time.
+TEST_F(CompleterRoleTest, ARestartNotYetSentIsNotProbedOver) {
+    const std::uint64_t start = tsc();
+    post_deferred(write_wr(1, 0, 6 * mtu, 0x10000)); // sq_psn .. +5
+    ASSERT_EQ(run_requester_once(start).size(), 6U);
+    acknowledge(sq_psn + 1, roce::nak_syndrome(roce::NakCode::psn_sequence_error), start);
+    ASSERT_EQ(qp().req.acked_psn, sq_psn);
+    for (std::uint64_t now = start; now < start + transport_timeout_cycles(qp()) / 2;
+         now += dev().tsc_hz / 1000) {
+        check_timer(qp(), now);
+    }
+    EXPECT_EQ(counters().probes, 0U) << "the restart has not gone out yet";
+    const SentFrames resent = run_requester_once(start + transport_timeout_cycles(qp()) / 2);
+    ASSERT_EQ(resent.size(), 5U) << "go-back-N from the NAKed packet";
+    for (std::size_t i = 0; i < resent.size(); ++i) {
+        EXPECT_EQ(resent[i].bth.psn, sq_psn + 1 + i);
+    }
+}
+
 TEST_F(CompleterRoleTest, AnAnswerForAPsnNeverSentIsIgnoredAndCounted) {
     const std::uint64_t now = tsc();
     (void)transmit_writes(1, now);
