@@ -125,6 +125,25 @@ bool has_work(const SwroceQp& qp) noexcept {
 // back on the list whatever a timer or a control request gave work to.
 constexpr std::uint32_t full_scan_interval = 16;
 
+// A full burst may have left answers in the port's queue (a thread that posted for a while without
+// polling finds a ring of ACKs): timers judged then would time out QPs whose ACKs are already
+// here. The full scan waits for a burst that is not full, for at most a ring's worth of frames.
+constexpr std::uint32_t max_scans_deferred = 1024 / rx_burst_size;
+
+bool full_scan_due(QueueGroupState& state, std::uint16_t received) noexcept {
+    if ((state.progresses + 1) % full_scan_interval != 0) {
+        ++state.progresses;
+        return false;
+    }
+    if (received == rx_burst_size && state.scans_deferred < max_scans_deferred) {
+        ++state.scans_deferred; // the next progress is due again
+        return false;
+    }
+    ++state.progresses;
+    state.scans_deferred = 0;
+    return true;
+}
+
 // Every QP's timers and frames, from the QP the port stopped the last full scan at, round the
 // group, so that with more QPs than the port takes at once each still gets its turn.
 bool serve_every_qp(SwroceDevice& dev, unsigned group, TxBatch& tx, std::uint64_t now,
@@ -223,9 +242,8 @@ std::uint16_t progress_group(SwroceDevice& dev, unsigned group) noexcept {
     bool can_send = flush_backlog(dev, group);
     TxBatch tx;
     state.work_left = false;
-    can_send = ++state.progresses % full_scan_interval == 0
-                   ? serve_every_qp(dev, group, tx, now, can_send)
-                   : serve_active(dev, group, tx, now, can_send);
+    can_send = full_scan_due(state, burst.count) ? serve_every_qp(dev, group, tx, now, can_send)
+                                                 : serve_active(dev, group, tx, now, can_send);
     // A full batch or a refusing port leaves work for the next progress, which must not count
     // as empty.
     state.work_left = !can_send || tx.full();

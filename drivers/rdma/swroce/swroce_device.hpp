@@ -132,6 +132,7 @@ struct QueueGroupState {
     // progress serves these; every `full_scan_interval`th serves every QP and runs the timers.
     std::vector<SwroceQp*> active;
     std::uint32_t progresses = 0;
+    std::uint32_t scans_deferred = 0; // full scans put off while bursts came full (queue_group.cpp)
     // The thread that polls this group (0 until one does), or a control thread acting on it with
     // control_hold_bit set (GroupHold); the control path drives only groups nobody claimed, or
     // that its own thread claimed. Under progress=service the service holds it for one progress

@@ -1,6 +1,7 @@
 // The completer role (completer.cpp, with the restarts of retransmit.cpp) driven by crafted ACKs,
 // NAKs and READ responses for work the requester really put on the wire: completions in send-queue
 // order, go-back-N restart points, the QP's fall into ERR, and what a hostile peer's answers do.
+#include <array>
 #include <cstring>
 
 #include <gtest/gtest.h>
@@ -254,6 +255,54 @@ TEST_F(CompleterRoleTest, ARestartNotYetSentIsNotProbedOver) {
     for (std::size_t i = 0; i < resent.size(); ++i) {
         EXPECT_EQ(resent[i].bth.psn, sq_psn + 1 + i);
     }
+}
+
+// A thread that posted for a while without polling finds a queue of answers: timers judged before
+// they are read time out QPs whose ACKs are already here. At the start of prdma-perf's 1,024-QP
+// write_bw (131,072 posts before the first poll) nearly every QP timed out once and resent its
+// whole window, with nothing lost.
+TEST_F(CompleterRoleTest, TimersWaitForAnswersAlreadyInThePortsQueue) {
+    const std::uint64_t start = tsc();
+    (void)transmit_writes(1, start); // sq_psn: the transport timer runs
+    // Seventeen bursts of stale ACKs (harmless: for a PSN already behind), then the answer.
+    for (std::uint32_t i = 0; i < 17U * rx_burst_size; ++i) {
+        roce::FrameHeaders stale = from_peer(Opcode::rc_acknowledge, sq_psn - 1);
+        stale.aeth = {roce::ack_syndrome(), 0};
+        deliver(stale);
+    }
+    roce::FrameHeaders answer = from_peer(Opcode::rc_acknowledge, sq_psn);
+    answer.aeth = {roce::ack_syndrome(), 0};
+    deliver(answer);
+    qp().req.retransmit_deadline = start; // expired while nobody polled
+    qp().req.probe_deadline = start;
+    for (int i = 0; i < 40; ++i) {
+        (void)progress_group(dev(), 0);
+    }
+    EXPECT_EQ(counters().timeouts, 0U);
+    EXPECT_EQ(counters().probes, 0U);
+    const auto wcs = send_completions();
+    ASSERT_EQ(wcs.size(), 1U);
+    expect_completion(wcs[0], 1, rdma::WcStatus::success);
+}
+
+// One poll takes more than one burst while bursts come full: perftest's bandwidth loop posts to
+// every QP between two polls, and reading 16 frames a poll its 1,024 QPs fell behind their ACKs
+// and timed out in waves (3,469 timeouts in one 2-second run, nothing lost).
+TEST_F(CompleterRoleTest, APollReadsOnWhileBurstsComeFull) {
+    const std::uint64_t start = tsc();
+    (void)transmit_writes(1, start);
+    const std::uint32_t queued = 3U * rx_burst_size;
+    for (std::uint32_t i = 0; i < queued; ++i) {
+        roce::FrameHeaders stale = from_peer(Opcode::rc_acknowledge, sq_psn - 1);
+        stale.aeth = {roce::ack_syndrome(), 0};
+        deliver(stale);
+    }
+    roce::FrameHeaders answer = from_peer(Opcode::rc_acknowledge, sq_psn);
+    answer.aeth = {roce::ack_syndrome(), 0};
+    deliver(answer);
+    std::array<rdma::WorkCompletion, 4> wcs{};
+    ASSERT_EQ(swroce_poll_cq(qp().send_cq, wcs.data(), 4), 1U) << "the answer behind three bursts";
+    expect_completion(wcs[0], 1, rdma::WcStatus::success);
 }
 
 TEST_F(CompleterRoleTest, AnAnswerForAPsnNeverSentIsIgnoredAndCounted) {

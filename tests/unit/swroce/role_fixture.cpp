@@ -302,6 +302,20 @@ void RoleTest::respond_to(const roce::FrameHeaders& h, std::span<const std::uint
     }
 }
 
+void RoleTest::deliver(const roce::FrameHeaders& h, std::span<const std::uint8_t> payload) {
+    std::vector<std::uint8_t> bytes(payload.size() + 256, 0);
+    const roce::FrameLayout layout = roce::build_frame(h, payload, bytes);
+    ASSERT_TRUE(layout.ok()) << roce::build_error_name(layout.error);
+    rte_mempool* pool = dev().port.mempool(0);
+    ASSERT_NE(pool, nullptr);
+    rte_mbuf* mbuf = rte_pktmbuf_alloc(pool);
+    ASSERT_NE(mbuf, nullptr);
+    char* room = rte_pktmbuf_append(mbuf, static_cast<std::uint16_t>(layout.wire_length));
+    ASSERT_NE(room, nullptr);
+    std::memcpy(room, bytes.data(), layout.wire_length);
+    ASSERT_EQ(rte_ring_enqueue(to_device_, mbuf), 0);
+}
+
 void RoleTest::complete_with(const roce::FrameHeaders& h, std::uint64_t now,
                              std::span<const std::uint8_t> payload) {
     std::vector<std::uint8_t> bytes;

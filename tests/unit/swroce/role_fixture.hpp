@@ -113,6 +113,8 @@ protected:
     void respond_to(const roce::FrameHeaders& h, std::span<const std::uint8_t> payload = {});
     void complete_with(const roce::FrameHeaders& h, std::uint64_t now,
                        std::span<const std::uint8_t> payload = {});
+    // Puts the frame on the port's receive queue, for the group's next progress to take.
+    void deliver(const roce::FrameHeaders& h, std::span<const std::uint8_t> payload = {});
     // An ACK / NAK (AETH `syndrome`) from the peer's responder for `psn`.
     void acknowledge(std::uint32_t psn, std::uint8_t syndrome, std::uint64_t now);
     // run_requester() into a fresh batch, and what it produced.
