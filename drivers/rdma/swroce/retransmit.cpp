@@ -159,19 +159,16 @@ void chase_responses(SwroceQp& qp, SendWqe& wqe, std::uint64_t now) noexcept {
 
 namespace {
 
-// Whether packets sent once wait at the head to go again (a restart the port has not taken yet):
-// the wait is at our port, not at the peer.
-bool resend_queued(SwroceQp& qp) noexcept {
+// The PSN the head of the send queue sends next (where a restart resends from), or no_psn.
+std::uint32_t next_psn_to_send(SwroceQp& qp) noexcept {
     if (qp.req.send_offset >= qp.send_queue.size()) {
-        return false;
+        return no_psn;
     }
     const SendWqe& wqe = qp.send_queue.at(qp.req.send_offset);
     if (!wqe.assigned || wqe.is_local()) {
-        return false;
+        return no_psn;
     }
-    const std::uint32_t next =
-        wqe.is_read_or_atomic() ? wqe.first_psn : roce::psn_add(wqe.first_psn, wqe.next_packet);
-    return !roce::psn_after(next, qp.req.sent_psn);
+    return wqe.is_read_or_atomic() ? wqe.first_psn : roce::psn_add(wqe.first_psn, wqe.next_packet);
 }
 
 // Go-back-N learns of a loss from the packets behind it; when nothing is behind it (the tail of
@@ -183,17 +180,28 @@ bool resend_queued(SwroceQp& qp) noexcept {
 // go-back-N restarts from the first missing packet. A needless probe costs one packet.
 void probe_stall(SwroceQp& qp, std::uint64_t now) noexcept {
     RequesterState& req = qp.req;
-    // Waiting out an RNR NAK is not a stall, nor is having nothing unacknowledged or a restart
-    // still to go out (a probe would move its resend point past the packets it must resend).
-    if (req.rnr_resume > now || !roce::psn_after(req.sent_psn, req.acked_psn) ||
-        resend_queued(qp)) {
+    if (req.rnr_resume > now || !roce::psn_after(req.sent_psn, req.acked_psn)) {
+        return; // waiting out an RNR NAK is not a stall, nor is having nothing unacknowledged
+    }
+    // Packets sent once that wait at our own port to go again (a restart the window lets go, or
+    // the probe itself) are no stall of the peer's: look again a probe interval after they left.
+    const std::uint32_t next = next_psn_to_send(qp);
+    const bool resending = next != no_psn && !roce::psn_after(next, req.sent_psn);
+    if (resending && (req.probing ? !roce::psn_after(next, req.probe_psn)
+                                  : roce::psn_diff(next, req.acked_psn) <=
+                                        static_cast<std::int32_t>(req.window.packets()))) {
+        req.probe_deadline = now + probe_wait(qp);
         return;
     }
     // A READ at the tail is not resent alone: from the first unacknowledged PSN on, every READ is
-    // asked again for the responses it still lacks, and an earlier READ may lack some too.
+    // asked again for the responses it still lacks, and an earlier READ may lack some too. Behind
+    // a restart the window holds back, the probe is the restart's last packet: the last ever
+    // sent would move the resend point past the packets still to go again.
     const SendWqe* last = wqe_holding(qp, req.sent_psn);
     const bool read = last != nullptr && last->wr.opcode == rdma::WrOpcode::rdma_read;
-    req.probe_psn = read ? roce::psn_next(req.acked_psn) : req.sent_psn;
+    req.probe_psn = read        ? roce::psn_next(req.acked_psn)
+                    : resending ? roce::psn_sub(next, 1)
+                                : req.sent_psn;
     rewind(qp, req.probe_psn);
     req.probing = true;
     ++qp.device->counters_of(qp).probes;

@@ -257,6 +257,39 @@ TEST_F(CompleterRoleTest, ARestartNotYetSentIsNotProbedOver) {
     }
 }
 
+// A restart the halved window holds back waits for the peer's ACK; if that ACK is lost nothing
+// else comes back, so a probe must go, and it resends the restart's last packet: probing the
+// last packet ever sent would move the resend point past what the restart still has to resend.
+TEST_F(CompleterRoleTest, ARestartTheWindowHoldsBackIsProbedAtItsLastPacket) {
+    const std::uint32_t window = qp().req.window.packets();
+    ASSERT_LE(std::size_t{window} * mtu, local_length);
+    post_deferred(write_wr(1, 0, window * mtu, 0x70000000));
+    const std::uint64_t start = tsc();
+    std::uint32_t sent = 0;
+    for (std::size_t more = 1; more > 0; sent += static_cast<std::uint32_t>(more)) {
+        more = run_requester_once(start).size();
+    }
+    ASSERT_EQ(sent, window);
+    acknowledge(sq_psn + 1, roce::nak_syndrome(roce::NakCode::psn_sequence_error), start);
+    const std::uint32_t halved = qp().req.window.packets();
+    ASSERT_LT(halved + 1, window);
+    std::uint32_t resent = 0;
+    for (std::size_t more = 1; more > 0; resent += static_cast<std::uint32_t>(more)) {
+        more = run_requester_once(start).size();
+    }
+    ASSERT_EQ(resent, halved) << "the restart up to the halved window";
+    // The ACK for the restart is lost.
+    std::uint64_t now = start;
+    for (; now < start + transport_timeout_cycles(qp()) / 4; now += dev().tsc_hz / 1000) {
+        check_timer(qp(), now);
+    }
+    EXPECT_EQ(counters().probes, 1U) << "one probe, not one per look while it waits to go";
+    const SentFrames probe = run_requester_once(now);
+    ASSERT_EQ(probe.size(), 1U);
+    EXPECT_EQ(probe[0].bth.psn, sq_psn + halved);
+    EXPECT_TRUE(probe[0].bth.ack_req);
+}
+
 // A thread that posted for a while without polling finds a queue of answers: timers judged before
 // they are read time out QPs whose ACKs are already here. At the start of prdma-perf's 1,024-QP
 // write_bw (131,072 posts before the first poll) nearly every QP timed out once and resent its
