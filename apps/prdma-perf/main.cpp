@@ -771,9 +771,12 @@ Result<std::vector<std::string>> default_eal_args(const PerfOptions& o) {
     return std::vector<std::string>{
         "--log-level=lib.eal:error", "--log-level=pmd.net.memif:error",
         "--log-level=prdma.*:warning",
+        // Ring buffers that hold a frame of IB MTU 4096: the client's lay them out, and the
+        // server, which cannot see them, is told the MTU its client's hold.
         "--vdev=net_memif0,role=" + std::string(client ? "client" : "server") +
-            ",socket=" + socket + ",socket-abstract=no,id=0,bsize=4224", // IB MTU 4096
-        "--vdev=rdma_swroce0,port=net_memif0,ip=" + std::string(client ? "10.0.0.2" : "10.0.0.1")};
+            ",socket=" + socket + ",socket-abstract=no,id=0,bsize=4224",
+        "--vdev=rdma_swroce0,port=net_memif0,ip=" + std::string(client ? "10.0.0.2" : "10.0.0.1") +
+            ",mtu=4096"};
 }
 
 int fail(const std::string& message) noexcept {

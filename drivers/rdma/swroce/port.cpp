@@ -177,7 +177,8 @@ Status SwrocePort::claim(const std::string& name) {
 Status SwrocePort::check_capabilities(const rte_eth_dev_info& info, const PortProfile& profile,
                                       unsigned queue_groups, std::optional<unsigned> ib_mtu) {
     max_ib_mtu_ = profile.max_ib_mtu;
-    carried_mtu_ = profile.carried_mtu;
+    buffer_mtu_ = profile.buffer_mtu;
+    buffer_mtu_known_ = profile.buffer_mtu_known;
     if (ib_mtu && profile.max_ib_mtu && *ib_mtu > *profile.max_ib_mtu) {
         return Error{StatusCode::not_supported,
                      strformat("swroce: ethdev %s (driver %s) takes frames of an IB MTU of at "
@@ -200,8 +201,8 @@ Status SwrocePort::check_capabilities(const rte_eth_dev_info& info, const PortPr
 }
 
 // The Ethernet MTU to configure: the port's own (af_packet would push a lower one onto the
-// kernel interface), raised only as far as the IB MTU asked needs and the driver does not carry
-// already.
+// kernel interface), raised only as far as the IB MTU asked needs (not on memif: its buffers
+// decide).
 Result<unsigned> SwrocePort::choose_mtu(const rte_eth_dev_info& info,
                                         std::optional<unsigned> ib_mtu) const {
     std::uint16_t current_mtu = 0;
@@ -210,18 +211,26 @@ Result<unsigned> SwrocePort::choose_mtu(const rte_eth_dev_info& info,
     }
     unsigned wanted_mtu = current_mtu;
     const unsigned max_mtu = max_ethernet_mtu(info);
-    if (ib_mtu && ethernet_mtu_for(*ib_mtu) > carried_mtu_) {
+    if (ib_mtu && buffer_mtu_ != 0) {
+        // memif: the ring buffers decide, not the MTU (left as it is).
+        if (ethernet_mtu_for(*ib_mtu) > buffer_mtu_) {
+            return Error{StatusCode::not_supported,
+                         strformat("swroce: ethdev %s (%s): its ring buffers hold frames of IP "
+                                   "packets up to %u bytes; IB MTU %u needs %u. Give the memif "
+                                   "port bsize=4224 (the client's lays the buffers out, and a "
+                                   "server expects its client's) or use a smaller mtu= devarg",
+                                   name_.c_str(), info.driver_name, buffer_mtu_, *ib_mtu,
+                                   ethernet_mtu_for(*ib_mtu))};
+        }
+    } else if (ib_mtu) {
         const unsigned needed = ethernet_mtu_for(*ib_mtu);
         if (needed > max_mtu) {
             return Error{StatusCode::not_supported,
                          strformat("swroce: ethdev %s (%s) carries an Ethernet MTU of at most %u; "
                                    "IB MTU %u needs %u (%u + %u bytes of IPv6/UDP/BTH/RETH/ImmDt/"
-                                   "ICRC headers). Use a smaller mtu= devarg%s",
-                                   name_.c_str(), info.driver_name, std::max(max_mtu, carried_mtu_),
-                                   *ib_mtu, needed, *ib_mtu, roce_l3_overhead,
-                                   carried_mtu_ != 0 ? ", or give the memif port (both sides) "
-                                                       "bsize=4224 for IB MTU 4096"
-                                                     : "")};
+                                   "ICRC headers). Use a smaller mtu= devarg",
+                                   name_.c_str(), info.driver_name, max_mtu, *ib_mtu, needed,
+                                   *ib_mtu, roce_l3_overhead)};
         }
         wanted_mtu = std::max(wanted_mtu, needed);
     }
@@ -365,7 +374,7 @@ Status SwrocePort::watch_link(std::optional<unsigned> ib_mtu) {
         return dpdk_error("rte_eth_dev_get_mtu", name_, ret);
     }
     ethernet_mtu_ = mtu;
-    if (ib_mtu && ethernet_mtu() < ethernet_mtu_for(*ib_mtu)) {
+    if (ib_mtu && buffer_mtu_ == 0 && mtu < ethernet_mtu_for(*ib_mtu)) {
         return Error{StatusCode::not_supported,
                      strformat("swroce: ethdev %s runs with Ethernet MTU %u after configuration; "
                                "IB MTU %u needs %u",
@@ -443,7 +452,8 @@ SwrocePort::SwrocePort(SwrocePort&& other) noexcept
       owner_id_(std::exchange(other.owner_id_, RTE_ETH_DEV_NO_OWNER)),
       started_(std::exchange(other.started_, false)), mac_(other.mac_),
       mac_generated_(other.mac_generated_), ethernet_mtu_(other.ethernet_mtu_),
-      carried_mtu_(other.carried_mtu_), max_ib_mtu_(other.max_ib_mtu_), socket_(other.socket_),
+      buffer_mtu_(other.buffer_mtu_), buffer_mtu_known_(other.buffer_mtu_known_),
+      max_ib_mtu_(other.max_ib_mtu_), socket_(other.socket_),
       rx_descriptors_(other.rx_descriptors_), tx_descriptors_(other.tx_descriptors_),
       tx_multi_segment_(other.tx_multi_segment_), pools_(std::exchange(other.pools_, {})) {}
 
@@ -461,7 +471,8 @@ SwrocePort& SwrocePort::operator=(SwrocePort&& other) noexcept {
         mac_ = other.mac_;
         mac_generated_ = other.mac_generated_;
         ethernet_mtu_ = other.ethernet_mtu_;
-        carried_mtu_ = other.carried_mtu_;
+        buffer_mtu_ = other.buffer_mtu_;
+        buffer_mtu_known_ = other.buffer_mtu_known_;
         max_ib_mtu_ = other.max_ib_mtu_;
         socket_ = other.socket_;
         rx_descriptors_ = other.rx_descriptors_;

@@ -124,10 +124,13 @@ public:
     // The port's unicast address; a random locally administered one when the port has none.
     [[nodiscard]] const MacAddress& mac() const noexcept { return mac_; }
     [[nodiscard]] bool mac_generated() const noexcept { return mac_generated_; }
-    // The IP packet size frames may have: the MTU the port runs with, or more where its driver
-    // carries more than it reports (PortProfile::carried_mtu).
+    // The IP packet size frames have by default: the MTU the port runs with; on memif what its
+    // ring buffers hold (PortProfile::buffer_mtu), on a server no more than the MTU.
     [[nodiscard]] unsigned ethernet_mtu() const noexcept {
-        return std::max(ethernet_mtu_, carried_mtu_);
+        if (buffer_mtu_ == 0) {
+            return ethernet_mtu_;
+        }
+        return buffer_mtu_known_ ? buffer_mtu_ : std::min(ethernet_mtu_, buffer_mtu_);
     }
     // The largest IB MTU whose frames the port's mbufs hold (af_xdp: 2048), if it has one.
     [[nodiscard]] std::optional<unsigned> max_ib_mtu() const noexcept { return max_ib_mtu_; }
@@ -250,7 +253,8 @@ private:
     MacAddress mac_{};
     bool mac_generated_ = false;
     unsigned ethernet_mtu_ = 0;
-    unsigned carried_mtu_ = 0;
+    unsigned buffer_mtu_ = 0;
+    bool buffer_mtu_known_ = false;
     std::optional<unsigned> max_ib_mtu_;
     int socket_ = SOCKET_ID_ANY;
     std::uint16_t rx_descriptors_ = 0;

@@ -33,29 +33,29 @@ constexpr unsigned cap_ipc_lock_bit = 14;
 // memif's ring buffer size when its vdev has no bsize devarg (DPDK 22.11).
 constexpr unsigned memif_default_buffer_size = 2048;
 
-// The bsize devarg of a memif port (its ring buffers' size), or the driver's default.
-unsigned memif_buffer_size(const rte_eth_dev_info& info) {
+// What a memif port's buffers hold (PortProfile::buffer_mtu): its bsize devarg, less the link
+// header and a VLAN tag, within one of swroce's mbufs; and whether it is the client, whose bsize
+// the buffers have (memif's default role).
+void memif_buffers(const rte_eth_dev_info& info, PortProfile& profile) {
+    unsigned size = memif_default_buffer_size;
+    bool client = true;
     const rte_devargs* devargs = info.device != nullptr ? rte_dev_devargs(info.device) : nullptr;
-    if (devargs == nullptr || devargs->args == nullptr) {
-        return memif_default_buffer_size;
+    rte_kvargs* kvargs = devargs != nullptr && devargs->args != nullptr
+                             ? rte_kvargs_parse(devargs->args, nullptr)
+                             : nullptr;
+    if (kvargs != nullptr) {
+        if (const char* bsize = rte_kvargs_get(kvargs, "bsize"); bsize != nullptr) {
+            size = static_cast<unsigned>(std::strtoul(bsize, nullptr, 10));
+        }
+        if (const char* role = rte_kvargs_get(kvargs, "role"); role != nullptr) {
+            client = std::strcmp(role, "server") != 0;
+        }
+        rte_kvargs_free(kvargs);
     }
-    rte_kvargs* kvargs = rte_kvargs_parse(devargs->args, nullptr);
-    if (kvargs == nullptr) {
-        return memif_default_buffer_size;
-    }
-    const char* value = rte_kvargs_get(kvargs, "bsize");
-    const unsigned size = value != nullptr ? static_cast<unsigned>(std::strtoul(value, nullptr, 10))
-                                           : memif_default_buffer_size;
-    rte_kvargs_free(kvargs);
-    return size;
-}
-
-// The IP packet size of the longest frame (Ethernet header and a VLAN tag before it) that fits
-// one memif ring buffer and one of swroce's mbufs.
-unsigned memif_carried_mtu(const rte_eth_dev_info& info) {
-    const unsigned frame = std::min(memif_buffer_size(info), max_roce_frame_size);
+    const unsigned frame = std::min(size, max_roce_frame_size);
     constexpr unsigned link_header = RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN;
-    return frame > link_header ? frame - link_header : 0;
+    profile.buffer_mtu = frame > link_header ? frame - link_header : 1;
+    profile.buffer_mtu_known = client;
 }
 
 // The kernel charges an AF_XDP umem against RLIMIT_MEMLOCK unless CAP_IPC_LOCK is effective.
@@ -77,12 +77,14 @@ PortProfile port_profile_for(const rte_eth_dev_info& info) {
     if (info.driver_name != nullptr && std::strcmp(info.driver_name, "net_af_xdp") == 0) {
         // One spare mbuf: 22.11 registers populated_size chunks from the pool's start, and the
         // object that the 2 MiB page boundaries push past that span is refused by the kernel.
-        return {af_xdp_data_room, af_xdp_fill_ring + 1, af_xdp_max_ib_mtu, 0, true};
+        return {af_xdp_data_room, af_xdp_fill_ring + 1, af_xdp_max_ib_mtu, 0, false, true};
     }
     if (info.driver_name != nullptr && std::strcmp(info.driver_name, "net_memif") == 0) {
-        return {SwrocePort::mbuf_data_room, 0, std::nullopt, memif_carried_mtu(info), false};
+        PortProfile profile{SwrocePort::mbuf_data_room, 0, std::nullopt, 0, false, false};
+        memif_buffers(info, profile);
+        return profile;
     }
-    return {SwrocePort::mbuf_data_room, 0, std::nullopt, 0, false};
+    return {SwrocePort::mbuf_data_room, 0, std::nullopt, 0, false, false};
 }
 
 Status check_af_xdp_pool(const std::string& ethdev, const rte_mempool* pool, unsigned pools) {

@@ -292,11 +292,13 @@ class Verify(unittest.TestCase):
         self.assertEqual(self.verified(out_c), [(200 * 3000, 200, 'messages')], out_c)
 
     def test_a_4096_mtu_over_memif_buffers_that_hold_it(self):
-        # bsize=4224: a 4096-MTU frame fits one memif ring buffer, so swroce runs IB MTU 4096
-        # (with 2048-byte buffers it stays at 1024: a longer frame spans two, and DPDK 22.11's tx
-        # can glue a short frame to the next). 10000-byte READs mix full and short responses.
+        # bsize=4224: a 4096-MTU frame fits one memif ring buffer, so the client runs IB MTU 4096
+        # by default and the server (which cannot see its client's buffers) when told; with
+        # 2048-byte buffers it stays at 1024: a longer frame spans two, and DPDK 22.11's tx can
+        # glue a short frame to the next. 10000-byte READs mix full and short responses.
         rc_c, out_c, err_c, rc_s, out_s, err_s, _ = run_pair(
-            'read_bw', ('-n', '500', '-s', '10000', '--verify'), memif=',bsize=4224')
+            'read_bw', ('-n', '500', '-s', '10000', '--verify'), memif=',bsize=4224',
+            devargs=(',mtu=4096', ''))
         detail = f'client:\n{out_c}{err_c}\nserver:\n{out_s}{err_s}'
         self.assertEqual((rc_c, rc_s), (0, 0), detail)
         self.assertIn(' Mtu             : 4096[B]', out_c)

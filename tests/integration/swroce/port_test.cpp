@@ -5,10 +5,13 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <vector>
 
@@ -164,17 +167,22 @@ TEST(SwrocePort, OpensWithOneQueueGroup) {
 }
 
 // DPDK 22.11's memif reports a 1500-byte MTU and refuses more at configure, yet carries a frame
-// as long as one of its ring buffers (bsize): with bsize=4224 RoCE over it runs at a 4096-byte IB
-// MTU, by default and when asked for; with the default 2048-byte buffers at 1024, and mtu=4096 is
-// refused naming bsize. The value survives the move out of open's Result.
+// as long as one of its ring buffers, which the client lays out with its bsize devarg: a client
+// with bsize=4224 runs IB MTU 4096 by default, one with the default 2048-byte buffers 1024 (and
+// mtu=4096 is refused naming bsize), one with 1024-byte buffers 512. A server does not know its
+// client's buffers: 1024 by default, and an mtu= its own bsize expects of the client. The value
+// survives the move out of open's Result.
 class MemifPort {
 public:
     MemifPort(const std::string& name, const std::string& extra)
         : name_(name), dir_(std::filesystem::temp_directory_path() /
                             ("prdma-port-test-" + std::to_string(getpid()))) {
         std::filesystem::create_directories(dir_);
-        const std::string args = "role=server,socket=" + (dir_ / (name + ".sock")).string() +
-                                 ",socket-abstract=no" + extra;
+        const std::string socket = (dir_ / (name + ".sock")).string();
+        if (extra.find("role=client") != std::string::npos) {
+            listen_as_server(socket); // a client's start needs a server socket to connect to
+        }
+        const std::string args = "socket=" + socket + ",socket-abstract=no" + extra;
         created_ = rte_vdev_init(name.c_str(), args.c_str()) == 0;
     }
     MemifPort(const MemifPort&) = delete;
@@ -183,47 +191,60 @@ public:
         if (created_) {
             EXPECT_EQ(rte_vdev_uninit(name_.c_str()), 0);
         }
+        if (listener_ >= 0) {
+            ::close(listener_);
+        }
         std::filesystem::remove_all(dir_);
     }
     [[nodiscard]] bool created() const { return created_; }
 
 private:
+    // Nobody answers memif's hello on it: the link stays down, which the MTU does not need.
+    void listen_as_server(const std::string& path) {
+        listener_ = ::socket(AF_UNIX, SOCK_SEQPACKET, 0); // as memif's
+        sockaddr_un address{};
+        address.sun_family = AF_UNIX;
+        std::snprintf(address.sun_path, sizeof(address.sun_path), "%s", path.c_str());
+        ASSERT_EQ(::bind(listener_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)),
+                  0);
+        ASSERT_EQ(::listen(listener_, 1), 0);
+    }
+
+    int listener_ = -1;
     std::string name_;
     std::filesystem::path dir_;
     bool created_ = false;
 };
 
-TEST(SwrocePort, OnMemifTheIbMtuIsWhatOneRingBufferHolds) {
-    {
-        const MemifPort memif("net_memif_big", ",bsize=4224");
+TEST(SwrocePort, OnMemifTheIbMtuIsWhatTheClientsRingBuffersHold) {
+    struct Case {
+        const char* args;
+        std::optional<unsigned> mtu;
+        rdma::Mtu expected; // what the port's frames default to
+    };
+    const Case cases[] = {
+        {",role=client,bsize=4224", std::nullopt, rdma::Mtu::mtu_4096},
+        {",role=client,bsize=4224", 4096U, rdma::Mtu::mtu_4096},
+        {",role=client", std::nullopt, rdma::Mtu::mtu_1024},
+        {",role=client,bsize=1024", std::nullopt, rdma::Mtu::mtu_512},
+        {",role=server,bsize=4224", std::nullopt, rdma::Mtu::mtu_1024},
+        {",role=server,bsize=4224", 4096U, rdma::Mtu::mtu_1024},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(std::string(c.args) + (c.mtu ? " mtu=4096" : ""));
+        const MemifPort memif("net_memif_mtu", c.args);
         ASSERT_TRUE(memif.created());
-        auto opened = SwrocePort::open("net_memif_big", 1, std::nullopt, SOCKET_ID_ANY);
+        auto opened = SwrocePort::open("net_memif_mtu", 1, c.mtu, SOCKET_ID_ANY);
         ASSERT_TRUE(opened.ok()) << opened.error().to_string();
         const SwrocePort port = std::move(opened).value();
-        EXPECT_EQ(current_mtu("net_memif_big"), RTE_ETHER_MTU) << "the ethdev keeps its MTU";
-        EXPECT_GE(port.ethernet_mtu(), ethernet_mtu_for(4096));
-        EXPECT_EQ(rdma::mtu_for_ethernet(port.ethernet_mtu()), rdma::Mtu::mtu_4096);
+        EXPECT_EQ(current_mtu("net_memif_mtu"), RTE_ETHER_MTU) << "the ethdev keeps its MTU";
+        EXPECT_EQ(rdma::mtu_for_ethernet(port.ethernet_mtu()), c.expected);
     }
-    {
-        const MemifPort memif("net_memif_big", ",bsize=4224");
-        auto port = SwrocePort::open("net_memif_big", 1, 4096U, SOCKET_ID_ANY);
-        EXPECT_TRUE(port.ok()) << port.error().to_string();
-    }
-    {
-        const MemifPort memif("net_memif_std", "");
-        ASSERT_TRUE(memif.created());
-        auto port = SwrocePort::open("net_memif_std", 1, std::nullopt, SOCKET_ID_ANY);
-        ASSERT_TRUE(port.ok()) << port.error().to_string();
-        EXPECT_EQ(rdma::mtu_for_ethernet(port->ethernet_mtu()), rdma::Mtu::mtu_1024)
-            << "a 4096-MTU frame would span two 2048-byte buffers";
-    }
-    {
-        const MemifPort memif("net_memif_std", "");
-        auto port = SwrocePort::open("net_memif_std", 1, 4096U, SOCKET_ID_ANY);
-        ASSERT_FALSE(port.ok());
-        EXPECT_NE(port.error().message().find("bsize=4224"), std::string::npos)
-            << port.error().message();
-    }
+    const MemifPort memif("net_memif_mtu", ",role=client");
+    auto refused = SwrocePort::open("net_memif_mtu", 1, 4096U, SOCKET_ID_ANY);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message().find("bsize=4224"), std::string::npos)
+        << refused.error().message();
 }
 
 TEST(SwrocePort, TwoQueueGroupsEachWithItsOwnPoolAndQueue) {
