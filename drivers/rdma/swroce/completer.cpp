@@ -33,6 +33,7 @@ void advance(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
         const std::uint64_t sample = now - req.timed_tsc;
         req.srtt = req.srtt == 0 ? sample : (7 * req.srtt + sample) / 8;
         req.timing = false;
+        set_timer_periods(qp);
     }
 }
 

@@ -130,6 +130,9 @@ void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) n
 // ---- retransmit.cpp ----
 std::uint64_t transport_timeout_cycles(const SwroceQp& qp) noexcept;
 std::uint64_t rnr_timer_cycles(const SwroceDevice& dev, std::uint8_t code) noexcept;
+// Works out the periods arm_timer adds (the transport timeout, the stall probe's wait) from the
+// QP's attributes and round-trip time: after a modify and after each new round-trip sample.
+void set_timer_periods(SwroceQp& qp) noexcept;
 void arm_timer(SwroceQp& qp, std::uint64_t now) noexcept;
 // Go back N: the next requester pass resends from `from_psn`.
 void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept;

@@ -196,6 +196,10 @@ struct RequesterState {
     // ever transmitted; what came before still is, retransmissions included.
     bool send_stopped = false;
     std::uint64_t retransmit_deadline = 0; // TSC; 0 = nothing unacknowledged
+    // What arm_timer adds to now, from the attributes and srtt (set_timer_periods): every ACK
+    // re-arms the timers, so they are worked out when those change, not per packet.
+    std::uint64_t timeout_cycles = 0;    // the transport timer's; 0 = it never fires
+    std::uint64_t probe_wait_cycles = 0; // a stall's, before any probe
     // A stall (no ACK for several round trips: the last packets or their ACK lost) is resent
     // at this TSC, long before the transport timer; each probe without progress doubles the wait.
     std::uint64_t probe_deadline = 0;
@@ -250,12 +254,14 @@ struct ResponderState {
 
 // A frame of the QP's, made from its template whenever its peer may have changed (see
 // refresh_tx_headers). Its ACK, whole: only the PSN, the AETH and the ICRC differ from one ACK
-// to the next, so sending one is a copy, two words and the ICRC (emit_ack). A request's headers up
-// to and with the BTH (of a SEND ONLY without payload): a data packet copies them and writes its
-// lengths, BTH fields, extension headers, payload and ICRC (emit_request), not a header build.
+// to the next, so sending one is a copy, two words and the ICRC of those 8 bytes from the CRC state
+// kept at the PSN (emit_ack). A request's headers up to and with the BTH (of a SEND ONLY without
+// payload): a data packet copies them and writes its lengths, BTH fields, extension headers,
+// payload and ICRC (emit_request), not a header build.
 struct PrebuiltFrame {
     std::array<std::uint8_t, 96> bytes{}; // the longest: an ACK with tagged IPv6, 86 bytes
     roce::FrameLayout layout;             // not ok() until the QP has a peer
+    roce::IcrcPrefix icrc;                // an ACK's, up to its PSN
 };
 
 // The rooms of a QP's WQE slots, sized at creation to its caps: SGEs beyond the first, their

@@ -189,6 +189,7 @@ void apply_modify(SwroceQp& qp, const QpModify& modify) noexcept {
         qp.attr->dest_mac = known_mac;
     }
     refresh_tx_headers(qp);
+    set_timer_periods(qp);
     if (mask.has(rdma::qp_attr_sq_psn)) {
         qp.req.send_psn = attr.sq_psn & roce::psn_mask;
         qp.req.acked_psn = roce::psn_sub(qp.req.send_psn, 1); // nothing sent, nothing missing
@@ -217,6 +218,7 @@ void apply_modify(SwroceQp& qp, const QpModify& modify) noexcept {
         // Nothing of the old connection survives: no restart point, no responder resource a
         // duplicate of an old request could be answered from.
         qp.req = RequesterState{};
+        set_timer_periods(qp);
         qp.resp = ResponderState{};
         qp.error_reported = false;
     }

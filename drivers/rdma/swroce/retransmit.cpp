@@ -46,21 +46,27 @@ namespace {
 // (a peer's lcore may be descheduled that long on a shared core, and a needless probe still
 // stops the window until it is answered), doubled per probe that brought nothing; never past the
 // transport timer, which alone counts retries.
-std::uint64_t probe_wait(const SwroceQp& qp) noexcept {
+std::uint64_t probe_wait(const SwroceQp& qp, std::uint32_t probes) noexcept {
     const std::uint64_t floor = qp.device->tsc_hz / 1'000;
     const std::uint64_t wait = std::max(8 * qp.req.srtt, floor)
-                               << std::min<std::uint32_t>(qp.req.probes_without_progress, 16);
-    const std::uint64_t timeout = transport_timeout_cycles(qp);
+                               << std::min<std::uint32_t>(probes, 16);
+    const std::uint64_t timeout = qp.req.timeout_cycles;
     return timeout == 0 ? wait : std::min(wait, timeout / 2);
 }
 
 } // namespace
 
+void set_timer_periods(SwroceQp& qp) noexcept {
+    RequesterState& req = qp.req;
+    req.timeout_cycles = transport_timeout_cycles(qp);
+    req.probe_wait_cycles = probe_wait(qp, 0);
+}
+
 void arm_timer(SwroceQp& qp, std::uint64_t now) noexcept {
-    const std::uint64_t timeout = transport_timeout_cycles(qp);
-    qp.req.retransmit_deadline = timeout == 0 ? 0 : now + timeout;
-    qp.req.probes_without_progress = 0;
-    qp.req.probe_deadline = now + probe_wait(qp);
+    RequesterState& req = qp.req;
+    req.retransmit_deadline = req.timeout_cycles == 0 ? 0 : now + req.timeout_cycles;
+    req.probes_without_progress = 0;
+    req.probe_deadline = now + req.probe_wait_cycles;
 }
 
 // Every transmitted WQE from the one holding `from_psn` on is sent again from there: a message
@@ -190,7 +196,7 @@ void probe_stall(SwroceQp& qp, std::uint64_t now) noexcept {
     if (resending && (req.probing ? !roce::psn_after(next, req.probe_psn)
                                   : roce::psn_diff(next, req.acked_psn) <=
                                         static_cast<std::int32_t>(req.window.packets()))) {
-        req.probe_deadline = now + probe_wait(qp);
+        req.probe_deadline = now + probe_wait(qp, req.probes_without_progress);
         return;
     }
     // A READ at the tail is not resent alone: from the first unacknowledged PSN on, every READ is
@@ -206,7 +212,7 @@ void probe_stall(SwroceQp& qp, std::uint64_t now) noexcept {
     req.probing = true;
     ++qp.device->counters_of(qp).probes;
     ++req.probes_without_progress;
-    req.probe_deadline = now + probe_wait(qp);
+    req.probe_deadline = now + probe_wait(qp, req.probes_without_progress);
 }
 
 } // namespace

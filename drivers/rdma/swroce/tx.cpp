@@ -74,7 +74,15 @@ void refresh_tx_headers(SwroceQp& qp) noexcept {
     }
     qp.tx_headers = roce::HeaderTemplate::make(peer_headers(qp));
     const roce::TransportHeaders ack = headers_for(qp, roce::Opcode::rc_acknowledge, 0);
-    qp.ack_frame.layout = qp.tx_headers.build(ack, 0, qp.ack_frame.bytes);
+    PrebuiltFrame& ack_frame = qp.ack_frame;
+    ack_frame.layout = qp.tx_headers.build(ack, 0, ack_frame.bytes);
+    const std::span<const std::uint8_t> datagram =
+        std::span(ack_frame.bytes)
+            .subspan(ack_frame.layout.ip_offset,
+                     ack_frame.layout.frame_length - ack_frame.layout.ip_offset);
+    const std::size_t psn_offset =
+        ack_frame.layout.payload_offset - roce::aeth_size - 4U - ack_frame.layout.ip_offset;
+    ack_frame.icrc = roce::icrc_prefix(datagram, psn_offset);
     const roce::TransportHeaders request = headers_for(qp, roce::Opcode::rc_send_only, 0);
     qp.request_frame.layout = qp.tx_headers.build(request, 0, qp.request_frame.bytes);
 }
@@ -104,6 +112,16 @@ rte_mbuf* frame_mbuf(SwroceQp& qp) noexcept {
 
 // Pad, ICRC (and the IPv6 UDP checksum) over a frame whose headers and payload are in place; it
 // joins the batch.
+// A finished frame of `wire_length` bytes joins the batch.
+void enqueue_frame(SwroceQp& qp, TxBatch& tx, rte_mbuf* mbuf, std::uint32_t wire_length,
+                   std::uint32_t payload_length) noexcept {
+    mbuf->data_len = static_cast<std::uint16_t>(wire_length);
+    mbuf->pkt_len = wire_length;
+    tx.mbufs[tx.count++] = mbuf;
+    count_event(qp, &QpCounters::tx_packets, &SwroceCounters::tx_packets);
+    qp.counters.tx_bytes += payload_length;
+}
+
 void finish_frame(SwroceQp& qp, TxBatch& tx, rte_mbuf* mbuf, const roce::FrameLayout& layout,
                   std::uint32_t payload_length) noexcept {
     const std::span<std::uint8_t> frame(rte_pktmbuf_mtod(mbuf, std::uint8_t*), layout.wire_length);
@@ -111,11 +129,7 @@ void finish_frame(SwroceQp& qp, TxBatch& tx, rte_mbuf* mbuf, const roce::FrameLa
     if (!qp.tx_headers.ipv4()) {
         roce::set_ipv6_udp_checksum(frame, layout);
     }
-    mbuf->data_len = static_cast<std::uint16_t>(layout.wire_length);
-    mbuf->pkt_len = layout.wire_length;
-    tx.mbufs[tx.count++] = mbuf;
-    count_event(qp, &QpCounters::tx_packets, &SwroceCounters::tx_packets);
-    qp.counters.tx_bytes += payload_length;
+    enqueue_frame(qp, tx, mbuf, layout.wire_length, payload_length);
 }
 
 } // namespace
@@ -202,16 +216,24 @@ bool emit_ack(SwroceQp& qp, TxBatch& tx, std::uint32_t psn, const roce::Aeth& ae
         return false;
     }
     std::uint8_t* frame = rte_pktmbuf_mtod(mbuf, std::uint8_t*);
-    // A data room holds any frame of the port's MTU: the whole array fits.
+    // A data room holds any frame of the port's MTU: the whole array fits. The BTH's first eight
+    // bytes (opcode, destination QP) are the template's, and so is the CRC state up to them.
     std::memcpy(frame, ack.bytes.data(), ack.bytes.size());
-    std::uint8_t* bth = frame + ack.layout.payload_offset - roce::bth_size - roce::aeth_size;
-    roce::Bth header;
-    header.opcode = roce::Opcode::rc_acknowledge;
-    header.dest_qp = qp.attr->dest_qpn;
-    header.psn = psn & roce::psn_mask;
-    roce::encode_bth(header, {bth, roce::bth_size});
-    roce::encode_aeth(aeth, {bth + roce::bth_size, roce::aeth_size});
-    finish_frame(qp, tx, mbuf, ack.layout, 0);
+    std::uint8_t* psn_word = frame + ack.layout.payload_offset - roce::aeth_size - 4U;
+    roce::store_be32(psn_word, psn & roce::psn_mask); // AckReq clear
+    roce::encode_aeth(aeth, {psn_word + 4, roce::aeth_size});
+    if (PRDMA_UNLIKELY(!ack.icrc.ok())) {
+        finish_frame(qp, tx, mbuf, ack.layout, 0);
+        return true;
+    }
+    const std::span<std::uint8_t> datagram(frame + ack.layout.ip_offset,
+                                           ack.layout.frame_length - ack.layout.ip_offset);
+    roce::store_le32(datagram.data() + datagram.size() - roce::icrc_size,
+                     roce::icrc_after_prefix(ack.icrc, datagram));
+    if (!qp.tx_headers.ipv4()) {
+        roce::set_ipv6_udp_checksum({frame, ack.layout.wire_length}, ack.layout);
+    }
+    enqueue_frame(qp, tx, mbuf, ack.layout.wire_length, 0);
     return true;
 }
 

@@ -74,4 +74,23 @@ bool store_icrc(std::span<std::uint8_t> ip_datagram, CrcPath path = CrcPath::aut
 // IPv6) and at least IP + UDP + BTH + ICRC long: its shape is taken as said, not read back.
 std::uint32_t compute_built_icrc(std::span<const std::uint8_t> ip_datagram, bool ipv4) noexcept;
 
+// A CRC can be stopped and resumed: the ICRC of frames that agree byte for byte up to some
+// point (a QP's ACKs, up to their PSN) is the CRC state there, kept once, then only the bytes
+// after it. `length` datagram bytes from the start, covering every masked field (IP, UDP and the
+// BTH up to its byte 4).
+struct IcrcPrefix {
+    std::uint32_t state = 0;
+    std::uint16_t length = 0; // 0: no prefix (icrc_prefix refused it)
+    [[nodiscard]] bool ok() const noexcept { return length != 0; }
+};
+
+// The state after the first `length` bytes of `ip_datagram`; not ok() when the datagram is not
+// usable (as compute_icrc) or `length` ends before the masked fields do or after the ICRC starts.
+IcrcPrefix icrc_prefix(std::span<const std::uint8_t> ip_datagram, std::size_t length) noexcept;
+
+// compute_icrc of a datagram whose first prefix.length bytes are those `prefix` was taken over
+// (an ok() prefix, and a datagram at least that long plus the ICRC: not checked).
+std::uint32_t icrc_after_prefix(const IcrcPrefix& prefix,
+                                std::span<const std::uint8_t> ip_datagram) noexcept;
+
 } // namespace prdma::roce

@@ -132,7 +132,8 @@ std::uint32_t reference_icrc(std::span<const std::uint8_t> datagram) {
     return ~reference_update(0xffffffffU, masked);
 }
 
-Bytes random_frame(std::mt19937_64& rng, IpVersion version, std::size_t payload_length) {
+Bytes random_frame(std::mt19937_64& rng, IpVersion version, std::size_t payload_length,
+                   Opcode opcode = Opcode::rc_send_only) {
     FrameHeaders h;
     h.ip_version = version;
     h.ipv4.tos = static_cast<std::uint8_t>(rng());
@@ -145,7 +146,8 @@ Bytes random_frame(std::mt19937_64& rng, IpVersion version, std::size_t payload_
     h.ipv6.hop_limit = static_cast<std::uint8_t>(rng());
     h.ipv6.src[0] = static_cast<std::uint8_t>(rng());
     h.udp_src_port = static_cast<std::uint16_t>(rng());
-    h.bth.opcode = Opcode::rc_send_only;
+    h.bth.opcode = opcode;
+    h.aeth.msn = static_cast<std::uint32_t>(rng()) & 0xffffffU;
     h.bth.dest_qp = static_cast<std::uint32_t>(rng());
     h.bth.psn = static_cast<std::uint32_t>(rng());
     h.bth.fecn = rng() % 2 == 0;
@@ -230,6 +232,49 @@ TEST(Icrc, ShortOrForeignDatagramsAreRefused) {
     EXPECT_FALSE(verify_icrc(odd)) << "IHL 15 does not fit";
     EXPECT_FALSE(store_icrc(odd));
     EXPECT_EQ(stored_icrc({}), 0U);
+}
+
+// What the engine seals and verifies: its own frames, down to an ACK (44 covered bytes over IPv4,
+// whose masked blocks run into the ICRC field) and a SEND without payload.
+TEST(Icrc, BuiltDatagramsOfEveryShapeMatchTheDefinition) {
+    std::mt19937_64 rng(23);
+    for (const IpVersion version : {IpVersion::ipv4, IpVersion::ipv6}) {
+        const bool ipv4 = version == IpVersion::ipv4;
+        for (int round = 0; round < 50; ++round) {
+            const Bytes ack = random_frame(rng, version, 0, Opcode::rc_acknowledge);
+            const auto ack_datagram = std::span(ack).subspan(ethernet_header_size);
+            ASSERT_EQ(compute_built_icrc(ack_datagram, ipv4), reference_icrc(ack_datagram));
+            for (std::size_t payload = 0; payload <= 40; payload += 4) {
+                const Bytes frame = random_frame(rng, version, payload);
+                const auto datagram = std::span(frame).subspan(ethernet_header_size);
+                ASSERT_EQ(compute_built_icrc(datagram, ipv4), reference_icrc(datagram)) << payload;
+            }
+        }
+    }
+}
+
+// An ACK's prefix up to its PSN, kept once, gives every later ACK's ICRC from its last 8 bytes.
+TEST(Icrc, APrefixKeptOnceGivesTheIcrcOfEveryFrameSharingIt) {
+    std::mt19937_64 rng(29);
+    for (const IpVersion version : {IpVersion::ipv4, IpVersion::ipv6}) {
+        Bytes ack = random_frame(rng, version, 0, Opcode::rc_acknowledge);
+        const auto datagram = std::span(ack).subspan(ethernet_header_size);
+        const std::size_t bth = (version == IpVersion::ipv4 ? 20 : 40) + 8;
+        const IcrcPrefix prefix = icrc_prefix(datagram, bth + 8);
+        ASSERT_TRUE(prefix.ok());
+        for (int round = 0; round < 200; ++round) {
+            for (std::size_t i = bth + 8; i < bth + 16; ++i) {
+                datagram[i] = static_cast<std::uint8_t>(rng()); // PSN, AckReq, AETH
+            }
+            ASSERT_EQ(icrc_after_prefix(prefix, datagram), reference_icrc(datagram));
+        }
+        // Every masked field must be inside the prefix, and the ICRC outside it.
+        EXPECT_FALSE(icrc_prefix(datagram, bth + 4).ok());
+        EXPECT_TRUE(icrc_prefix(datagram, bth + 5).ok());
+        EXPECT_TRUE(icrc_prefix(datagram, datagram.size() - 4).ok());
+        EXPECT_FALSE(icrc_prefix(datagram, datagram.size() - 3).ok());
+        EXPECT_FALSE(icrc_prefix(datagram.first(bth + 12), bth + 8).ok());
+    }
 }
 
 TEST(Icrc, StoreWritesLittleEndian) {
