@@ -441,6 +441,26 @@ void send_control_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
     send_frame(dev, 0, mbuf, counters);
 }
 
+void start_resolution(SwroceDevice& dev, GroupRequest& request) noexcept {
+    const std::uint64_t now = rte_get_tsc_cycles();
+    request.arp_mac = dev.arp->lookup(request.arp_ip, now);
+    if (request.arp_mac) {
+        request.arp_result = ArpRequestResult::already_known;
+        return;
+    }
+    ArpFrame frame;
+    request.arp_result = dev.arp->request(request.arp_ip, now, frame);
+    QueueGroupState& group = *dev.groups[0];
+    if (request.arp_result == ArpRequestResult::send) {
+        send_control_frame(dev, frame.view(), group.counters);
+        ++group.counters.arp_requests_sent;
+    }
+    if (request.arp_result == ArpRequestResult::send ||
+        request.arp_result == ArpRequestResult::pending) {
+        group.arp_due = 0; // its retries are this group's timers
+    }
+}
+
 namespace {
 
 // For the control path (SwroceDevice::arp_outcomes); run by group 0's holder.

@@ -114,6 +114,9 @@ void collect_group_requests(Device& device) {
                 }
                 continue;
             }
+            case GroupWork::resolve_arp:
+                resolution_started(dev, *request);
+                continue; // its token is the RTR's, which completes once the MAC is known
             case GroupWork::create_cq:
             case GroupWork::create_qp:
             case GroupWork::modify_qp:
@@ -168,6 +171,9 @@ void run_group_requests(SwroceDevice& dev, unsigned group) noexcept {
                 std::move(dev.qps[dev.slot_of_qpn(qp.qpn)]); // freed by the control path
             break;
         }
+        case GroupWork::resolve_arp:
+            start_resolution(dev, request);
+            break;
         case GroupWork::create_cq:
         case GroupWork::destroy_cq:
         case GroupWork::quiesce:

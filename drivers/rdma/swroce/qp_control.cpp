@@ -90,6 +90,21 @@ Status apply_or_send_modify(SwroceDevice& dev, SwroceQp& qp, const QpModify& mod
     return pending_on_owner(qp.queue_group);
 }
 
+// Another thread drives group 0, which ARP belongs to: that thread looks the peer up, or starts
+// the resolution, between two bursts (start_resolution), and the RTR waits as for one started
+// here.
+Status resolve_on_owner(SwroceDevice& dev, SwroceQp& qp, const QpModify& modify, std::uint32_t ip,
+                        const ControlToken& token) {
+    auto request = make_request(GroupWork::resolve_arp, 0, token);
+    request->arp_ip = ip;
+    if (Status sent = send_to_owner(dev, std::move(request)); !sent.ok()) {
+        return sent;
+    }
+    dev.pending_rtr.push_back(PendingRtr{&qp, token, ip, modify});
+    return Error(StatusCode::pending,
+                 "resolving the peer's MAC address with ARP (queue group 0's poller asks)");
+}
+
 } // namespace
 
 // Publishes a QP in its group's slot; run by whoever drives the group.
@@ -230,20 +245,18 @@ Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, rdma::Qp
     auto& qp = *static_cast<SwroceQp*>(queue);
     const bool to_rtr = mask.has(rdma::qp_attr_state) && attr.state == rdma::QpState::rtr;
     if (to_rtr && !attr.dest_mac) {
-        const GroupHold arp_group(dev, 0); // the resolver and its frames are group 0's
-        if (!arp_group) {
-            // ARP belongs to queue group 0, which another thread polls now.
-            return Error(StatusCode::not_supported,
-                         "queue group 0 is polled by another thread: give dest_mac at RTR");
-        }
         if (!attr.dest_gid.is_ipv4_mapped() || !dev.arp) {
             return Error(StatusCode::not_supported,
                          "swroce resolves IPv4 peers with ARP; give dest_mac for an IPv6 peer");
         }
-        // Outcomes first: a resolution starts only here, so arp_outcomes never holds more than
-        // the resolver's resolutions in flight.
-        finish_arp_outcomes(dev);
         const std::uint32_t ip = attr.dest_gid.ipv4_host_order();
+        const GroupHold arp_group(dev, 0); // the resolver and its frames are group 0's
+        // Outcomes first (under the hold, so none comes in between): a resolution started here
+        // then never finds arp_outcomes holding more than the resolutions in flight.
+        finish_arp_outcomes(dev);
+        if (!arp_group) {
+            return resolve_on_owner(dev, qp, QpModify{&attr, mask, {}}, ip, token);
+        }
         const std::uint64_t now = rte_get_tsc_cycles();
         if (auto mac = dev.arp->lookup(ip, now)) {
             return apply_or_send_modify(dev, qp, QpModify{&attr, mask, *mac}, token);
@@ -300,6 +313,17 @@ Status destroy_qp(Device& device, void* queue, const ControlToken& token) {
 
 namespace {
 
+// The RTR whose resolve_arp request could not start a resolution: only that one (another RTR
+// for the same peer may have started its own since).
+void fail_rtr(SwroceDevice& dev, const ControlToken& token, StatusCode code, const char* why) {
+    Device& device = *rdma::driver::device(dev.id);
+    for (const PendingRtr& pending : take_pending_rtr(dev, [&token](const PendingRtr& p) {
+             return p.token.serial == token.serial && p.token.context == token.context;
+         })) {
+        rdma::driver::complete_control(device, pending.token, code, why);
+    }
+}
+
 void finish_rtr(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> mac) {
     Device& device = *rdma::driver::device(dev.id);
     for (PendingRtr& pending :
@@ -326,6 +350,25 @@ void finish_rtr(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> m
 }
 
 } // namespace
+
+void resolution_started(SwroceDevice& dev, const GroupRequest& request) {
+    switch (request.arp_result) {
+    case ArpRequestResult::send:
+    case ArpRequestResult::pending:
+        return; // the outcome comes through arp_outcomes
+    case ArpRequestResult::already_known:
+        finish_rtr(dev, request.arp_ip, request.arp_mac);
+        return;
+    case ArpRequestResult::no_resources:
+        fail_rtr(dev, request.token, StatusCode::no_resources,
+                 "too many ARP resolutions in flight");
+        return;
+    case ArpRequestResult::invalid_target:
+        fail_rtr(dev, request.token, StatusCode::invalid_parameter,
+                 "the destination GID is not a unicast IPv4 peer address");
+        return;
+    }
+}
 
 void finish_arp_outcomes(SwroceDevice& dev) {
     while (!dev.arp_outcomes.empty()) {

@@ -30,6 +30,9 @@ inline SwroceDevice& swroce(Device& device) {
 
 void send_control_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
                         SwroceCounters& counters);
+// GroupWork::resolve_arp, run by group 0's holder: the MAC from the table, or a request on the
+// wire (or the one in flight) whose outcome reaches the control path through arp_outcomes.
+void start_resolution(SwroceDevice& dev, GroupRequest& request) noexcept;
 
 // ---- the owner mailbox (owner_mailbox.cpp)
 
@@ -65,6 +68,9 @@ mem::ConnectionId qp_connection(Device&, void* queue);
 rdma::QpState qp_state(Device&, void* queue);
 // Finishes the RTRs waiting on the ARP outcomes group 0's holder recorded (control path).
 void finish_arp_outcomes(SwroceDevice& dev);
+// A resolve_arp request back from group 0's owner: the RTRs waiting on its address finish now
+// when it found the MAC or could not start, else when the outcome comes (control path).
+void resolution_started(SwroceDevice& dev, const GroupRequest& request);
 
 // ---- memory (swroce_control.cpp)
 

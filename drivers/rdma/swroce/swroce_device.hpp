@@ -67,6 +67,9 @@ enum class GroupWork : std::uint8_t {
     modify_qp,  // the owner applies `modify` to `qp`
     destroy_qp, // the owner flushes `qp` and moves it out of its slot into `qp_storage`
     quiesce,    // nothing: coming back proves the owner finished the burst it was in (MR free)
+    // Group 0's owner (ARP is group 0's) looks `arp_ip` up, or starts its resolution, for an RTR
+    // without the peer's MAC; the RTR completes when the MAC is known (arp_mac, or an outcome).
+    resolve_arp,
 };
 
 struct QuiesceWait;
@@ -80,6 +83,9 @@ struct GroupRequest {
     std::unique_ptr<SwroceQp> qp_storage;
     QpModify modify;
     QuiesceWait* wait = nullptr;
+    std::uint32_t arp_ip = 0;
+    std::optional<MacAddress> arp_mac;
+    ArpRequestResult arp_result = ArpRequestResult::pending;
 };
 
 // A deregistration waiting until every group another thread owns has passed a quiescent point.
@@ -123,7 +129,7 @@ struct QueueGroupState {
     bool work_left = false;
     std::uint32_t idle_polls = 0; // empty polls in a row, for the timers' turn (queue_group.cpp)
     // When ARP's timers (its retries and its giving up) are looked at next: group 0 only, while
-    // a resolution is in flight (modify_qp sets it when one starts), never otherwise.
+    // a resolution is in flight (whoever starts one sets it), never otherwise.
     std::uint64_t arp_due = no_arp_due;
     // Where the next full scan starts serving QPs: the one the port stopped the last at.
     std::uint32_t serve_from = 0;
@@ -178,8 +184,10 @@ struct SwroceDevice {
     // queue group 0 (ARP frames are group 0's, and so are its retries and its giving up) to the
     // control path, which finishes the RTRs waiting on them (finish_arp_outcomes):
     // a pending RTR is the control path's, and only it may act for it. One producer at a time
-    // (group 0's holder), one consumer; never full, as it holds at most the resolver's
-    // max_pending outcomes (modify_qp takes them before it starts a resolution).
+    // (group 0's holder), one consumer; never full: it holds at most the outcomes of the
+    // resolutions in flight when the control path last took them (max_pending; modify_qp takes
+    // them under group 0's hold before it starts one) and of those resolve_arp requests started
+    // since on group 0's owner (no more than can be out: control_done's capacity).
     WorkRing<ArpOutcome> arp_outcomes;
     rdma::Gid gid{};
     rdma::Mtu path_mtu = rdma::Mtu::mtu_1024;

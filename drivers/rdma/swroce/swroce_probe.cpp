@@ -183,7 +183,8 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
         }
         dev->arp = std::make_unique<ArpResolver>(std::move(resolver.value()));
         dev->arp_outcomes =
-            WorkRing<ArpOutcome>(static_cast<std::uint32_t>(dev->arp->config().max_pending));
+            WorkRing<ArpOutcome>(static_cast<std::uint32_t>(dev->arp->config().max_pending) +
+                                 rte_ring_get_capacity(dev->control_done));
     }
 
     rdma::driver::DeviceConfig config;

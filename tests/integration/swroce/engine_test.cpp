@@ -2438,6 +2438,55 @@ TEST_F(EngineTest, AnUnansweredArpFailsOnTimeWhenTheControlPathPollsRarely) {
         << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
 }
 
+// ARP is group 0's: while a poller owns that group, an RTR without the peer's MAC is resolved by
+// the poller between two bursts (not refused), the first time with a request on the wire and the
+// next from the table it filled.
+TEST_F(EngineTest, AnRtrWithoutAMacIsResolvedByThePollerOwningGroupZero) {
+    std::array<QueuePair, 2> qps{make_qp(*b_), make_qp(*b_)};
+    IdleOwner owner(*b_);
+    owner.run();
+    ConnectionDescriptor peer;
+    peer.qpn = a_->qp.qpn();
+    peer.psn = 1;
+    peer.gid = pair_->gid_a(); // no MAC: ARP finds it
+    ConnectOptions options;
+    options.until = QpState::rtr;
+    // connect() goes a step at a time while the owner applies them (each one pending).
+    const auto connect_step = [&](QueuePair& qp, std::uint64_t id) -> std::string {
+        const Status started = qp.connect(peer, options, id);
+        if (started.code() != StatusCode::pending) {
+            return started.ok() ? "done" : started.error().to_string();
+        }
+        ControlCompletion done[8];
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (std::chrono::steady_clock::now() < deadline) {
+            (void)a_->context.poll_control(done); // a answers the ARP request
+            const std::size_t n = b_->context.poll_control(done);
+            for (std::size_t k = 0; k < n; ++k) {
+                if (done[k].request_id == id) {
+                    return done[k].status == StatusCode::ok ? "step" : done[k].message;
+                }
+            }
+        }
+        return "still pending after 5 s";
+    };
+    std::uint64_t requests_after_first = 0;
+    for (std::size_t i = 0; i < qps.size(); ++i) {
+        std::string outcome = "step";
+        for (int step = 0; step < 4 && outcome == "step"; ++step) {
+            outcome = connect_step(qps[i], 20 + i);
+        }
+        EXPECT_TRUE(outcome == "done" || outcome == "step") << "QP " << i << ": " << outcome;
+        EXPECT_EQ(qps[i].state(), QpState::rtr) << "QP " << i;
+        if (i == 0) {
+            requests_after_first = counter(*b_, "arp_requests_sent");
+            EXPECT_GE(requests_after_first, 1U);
+        }
+    }
+    EXPECT_EQ(counter(*b_, "arp_requests_sent"), requests_after_first)
+        << "the second RTR is answered from the table";
+}
+
 // A destroy is never refused for want of room in the owner's mailbox (the class frees its object
 // whatever the driver says, so a refusal would lose the driver's QP or CQ): it waits behind the
 // requests the owner has yet to take, the context counts the object until it is gone, and it is
