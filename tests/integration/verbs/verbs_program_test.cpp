@@ -562,16 +562,10 @@ TEST_F(VerbsProgram, OneSrqServesTwoQpsAndRaisesItsLimitOnce) {
     EXPECT_GE(srq_init.attr.max_wr, 16U);
     std::array<ibv_qp*, 2> qps{};
     for (ibv_qp*& qp : qps) {
-        ibv_qp_init_attr init{};
-        init.send_cq = cq;
-        init.recv_cq = cq;
+        ibv_qp_init_attr init = small_rc_qp(cq);
         init.srq = srq;
-        init.qp_type = IBV_QPT_RC;
-        init.cap = {.max_send_wr = 4,
-                    .max_recv_wr = 0,
-                    .max_send_sge = 1,
-                    .max_recv_sge = 0,
-                    .max_inline_data = 0};
+        init.cap.max_recv_wr = 0;
+        init.cap.max_recv_sge = 0;
         qp = ibv_create_qp(pd, &init);
         ASSERT_NE(qp, nullptr);
         EXPECT_EQ(qp->srq, srq);
