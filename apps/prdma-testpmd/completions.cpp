@@ -63,13 +63,83 @@ void retire(Stream& stream, std::uint32_t count) {
     stream.outstanding -= std::min(stream.outstanding, count);
 }
 
+// ---- --srq: the lcore's receive slots, shared by its streams ----
+
+std::uint8_t* srq_slot(const FwdLcore& lc, std::uint32_t slot) {
+    return lc.srq_buffer + std::size_t{slot} * max_message;
+}
+
+// A refusal is counted against the stream the slot served, when it has one.
+bool post_srq_slot(FwdLcore& lc, Stream* stream, std::uint32_t slot) {
+    const rdma::RecvWr wr = rdma::recv_wr(
+        make_wr_id(0, WrKind::srq_recv, 0, slot),
+        {reinterpret_cast<std::uint64_t>(srq_slot(lc, slot)), max_message, lc.srq_lkey});
+    if (rdma::post_srq_recv(lc.srq, {&wr, 1}) == 1) {
+        return true;
+    }
+    if (stream != nullptr) {
+        ++stream->stats.post_refused;
+    }
+    return false;
+}
+
+// The stream of the QP a receive completion names (an SRQ's completions say which QP took it);
+// the newest first, as a destroyed stream keeps its slot and its number.
+Stream* stream_of_qpn(FwdLcore& lc, std::uint32_t qpn, unsigned& index) {
+    for (unsigned i = lc.stream_count; i-- > 0;) {
+        if (lc.streams[i].qpn == qpn) {
+            index = i;
+            return &lc.streams[i];
+        }
+    }
+    return nullptr;
+}
+
+void on_srq_received(FwdLcore& lc, const rdma::WorkCompletion& wc) {
+    const std::uint32_t slot = wr_value(wc.wr_id);
+    unsigned index = 0;
+    Stream* stream = stream_of_qpn(lc, wc.qpn, index);
+    // The slot is the lcore's, not the QP's: it goes back whatever became of the QP (a flush
+    // included: the QP held it for a SEND it will never finish).
+    if (stream == nullptr || wc.status != rdma::WcStatus::success) {
+        if (stream != nullptr) {
+            ++stream->stats.wc_errors[std::min<std::size_t>(static_cast<std::size_t>(wc.status),
+                                                            wc_status_count - 1)];
+        }
+        (void)post_srq_slot(lc, stream, slot);
+        return;
+    }
+    ++stream->stats.rx_ops;
+    stream->stats.rx_bytes += wc.byte_len;
+    if (!matches_pattern(srq_slot(lc, slot), wc.byte_len)) {
+        ++stream->stats.rx_verify_errors;
+    }
+    if (!lc.echo || !stream->enabled) {
+        (void)post_srq_slot(lc, stream, slot);
+        return;
+    }
+    const rdma::SendWr wr = rdma::send_wr(
+        make_wr_id(index, WrKind::srq_echo_send, 1, slot),
+        {reinterpret_cast<std::uint64_t>(srq_slot(lc, slot)), wc.byte_len, lc.srq_lkey});
+    if (rdma::post_send(stream->qp, {&wr, 1}) == 1) {
+        ++stream->outstanding;
+    } else {
+        ++stream->stats.post_refused;
+        (void)post_srq_slot(lc, stream, slot);
+    }
+}
+
 void on_completion(FwdLcore& lc, const rdma::WorkCompletion& wc) {
+    const WrKind kind = wr_kind(wc.wr_id);
+    if (kind == WrKind::srq_recv) {
+        on_srq_received(lc, wc);
+        return;
+    }
     const unsigned index = wr_slot(wc.wr_id);
     if (index >= lc.stream_count) {
         return;
     }
     Stream& stream = lc.streams[index];
-    const WrKind kind = wr_kind(wc.wr_id);
     if (kind == WrKind::control) {
         lc.mailbox.status = wc.status;
         lc.mailbox.state.store(Mailbox::State::done, std::memory_order_release);
@@ -82,6 +152,9 @@ void on_completion(FwdLcore& lc, const rdma::WorkCompletion& wc) {
             --stream.recvs_posted;
         } else {
             retire(stream, wr_count(wc.wr_id));
+        }
+        if (kind == WrKind::srq_echo_send) {
+            (void)post_srq_slot(lc, &stream, wr_value(wc.wr_id)); // the slot comes back either way
         }
         return;
     }
@@ -101,7 +174,13 @@ void on_completion(FwdLcore& lc, const rdma::WorkCompletion& wc) {
             post_recv_slot(stream, index, wr_value(wc.wr_id));
         }
         break;
+    case WrKind::srq_echo_send:
+        retire(stream, 1);
+        ++stream.stats.echoed;
+        (void)post_srq_slot(lc, &stream, wr_value(wc.wr_id));
+        break;
     case WrKind::control:
+    case WrKind::srq_recv:
         break;
     }
 }
@@ -120,6 +199,15 @@ void post_missing_recvs(FwdLcore& lc) {
     lc.needs_recvs = false;
     for (unsigned index = 0; index < lc.stream_count; ++index) {
         Stream& stream = lc.streams[index];
+        if (lc.use_srq) {
+            // The first stream connected fills the SRQ once; the others share what it holds (and
+            // the next connect goes on with what it refused).
+            while (stream.enabled && lc.srq_fill_next < srq_slots &&
+                   post_srq_slot(lc, &stream, lc.srq_fill_next)) {
+                ++lc.srq_fill_next;
+            }
+            continue;
+        }
         if (!stream.enabled || stream.recvs_posted != 0) {
             continue;
         }

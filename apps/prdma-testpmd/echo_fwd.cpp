@@ -13,9 +13,16 @@ void begin(FwdLcore& lc, bool tx_first) {
     if (!tx_first) {
         return;
     }
-    // No more than the receive slots: the peer echoes into its own, and so do we.
+    // No more than half the receive slots: the peer echoes into its own, and so do we. On an SRQ
+    // the slots are the lcore's, shared by its QPs.
+    unsigned enabled = 0;
+    for (unsigned i = 0; i < lc.stream_count; ++i) {
+        enabled += lc.streams[i].enabled ? 1U : 0U;
+    }
+    const std::uint32_t room =
+        lc.use_srq ? std::max(1U, srq_slots / 2 / std::max(enabled, 1U)) : recv_slots / 2;
     const std::uint32_t burst = lc.config.burst;
-    lc.config.burst = std::min(burst, recv_slots / 2);
+    lc.config.burst = std::min(burst, room);
     for (unsigned i = 0; i < lc.stream_count; ++i) {
         if (lc.streams[i].enabled) {
             post_tx(lc, lc.streams[i], rdma::WrOpcode::send);

@@ -57,6 +57,14 @@ struct FwdLcore {
     bool tx_first = false;
     bool echo = false;        // receives are sent back (echo forwarding)
     bool needs_recvs = false; // a stream was connected: post its receives
+    // --srq: the lcore's shared receive queue and its slots (srq_slots of max_message bytes).
+    bool use_srq = false;
+    LcoreSrq srq;
+    std::uint8_t* srq_buffer = nullptr;
+    std::uint32_t srq_lkey = 0;
+    // Slots below this went in once; completions give them back since. Filling goes on from here
+    // when the SRQ refused one.
+    std::uint32_t srq_fill_next = 0;
     std::uint64_t drain_deadline = 0;
     std::atomic<LcoreCommand> command{LcoreCommand::idle};
     std::atomic<LcoreState> state{LcoreState::starting};

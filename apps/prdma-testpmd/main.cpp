@@ -99,7 +99,8 @@ SessionConfig session_config(const TestpmdOptions& o) {
             .peer_host = o.peer_host,
             .peer_port = o.peer_port,
             .fwd = o.fwd,
-            .engine = find_engine(o.engine)};
+            .engine = find_engine(o.engine),
+            .srq = o.srq};
 }
 
 int run(const TestpmdOptions& o) {

@@ -26,6 +26,7 @@ enum LongOnly : int {
     opt_device,
     opt_inline,
     opt_signal_every,
+    opt_srq,
 };
 
 const option long_options[] = {
@@ -42,6 +43,7 @@ const option long_options[] = {
     {"device", required_argument, nullptr, opt_device},
     {"inline", required_argument, nullptr, opt_inline},
     {"signal-every", required_argument, nullptr, opt_signal_every},
+    {"srq", no_argument, nullptr, opt_srq},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -123,6 +125,9 @@ Status apply(int c, const char* arg, TestpmdOptions& o) {
     case opt_device:
         o.device = arg;
         return {};
+    case opt_srq:
+        o.srq = true;
+        return {};
     default:
         return Error(StatusCode::invalid_parameter, "unknown option (--help lists them)");
     }
@@ -147,8 +152,10 @@ void print_usage(const char* program) {
                 "write)\n"
                 "  --peer [HOST][:PORT]   the peer's TCP address; without HOST listen on PORT "
                 "(default 18515)\n"
-                "  --device NAME          the rdma device (default: the first)\n",
-                program, max_burst, max_message);
+                "  --device NAME          the rdma device (default: the first)\n"
+                "  --srq                  each lcore's QPs take their receives from one shared\n"
+                "                         receive queue of %u (send, echo, rxonly)\n",
+                program, max_burst, max_message, srq_slots);
 }
 
 Result<TestpmdOptions> parse_options(int argc, char** argv) {

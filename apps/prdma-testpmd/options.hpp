@@ -23,6 +23,7 @@ struct TestpmdOptions {
     std::string device;
     std::string peer_host; // empty: listen
     std::uint16_t peer_port = 18515;
+    bool srq = false; // one shared receive queue per forwarding lcore
     bool help = false;
 };
 

@@ -87,6 +87,31 @@ Status Session::open_device(const SessionConfig& config) {
         }
         cqs_.push_back(std::move(cq.value()));
     }
+    return config.srq ? create_srqs(workers) : Status{};
+}
+
+// --srq: one SRQ per forwarding lcore, in its queue group, with one buffer of receive slots for
+// every QP the lcore drives.
+Status Session::create_srqs(unsigned workers) {
+    for (unsigned group = 0; group < workers; ++group) {
+        Result<rdma::SharedReceiveQueue> srq = context_->create_srq(
+            pd_, {.max_wr = srq_slots, .max_sge = 1}, static_cast<std::uint16_t>(group));
+        if (!srq) {
+            return srq.error();
+        }
+        srqs_.push_back(std::move(srq.value()));
+        Result<mem::DmaBuffer> buffer = mem::DmaBuffer::allocate(srq_buffer_size, 4096);
+        if (!buffer) {
+            return buffer.error();
+        }
+        srq_buffers_.push_back(std::move(buffer.value()));
+        Result<rdma::MemoryRegionHandle> mr = pd_.register_memory(
+            srq_buffers_.back().data(), srq_buffer_size, mem::access_local_write);
+        if (!mr) {
+            return mr.error();
+        }
+        srq_mrs_.push_back(std::move(mr.value()));
+    }
     return {};
 }
 
@@ -101,6 +126,12 @@ Status Session::launch_lcores() {
         lcore->cq_handle = &cqs_[group];
         lcore->engine = config_.engine;
         lcore->config = config_.fwd;
+        if (!srqs_.empty()) {
+            lcore->use_srq = true;
+            lcore->srq = srqs_[group];
+            lcore->srq_buffer = static_cast<std::uint8_t*>(srq_buffers_[group].data());
+            lcore->srq_lkey = srq_mrs_[group].lkey();
+        }
         if (rte_eal_remote_launch(fwd_lcore_main, lcore.get(), lcore_id) != 0) {
             return Error(StatusCode::internal, strformat("cannot launch lcore %u", lcore_id));
         }
@@ -228,6 +259,10 @@ void Session::teardown() {
         const std::uint64_t id2 = next_request();
         (void)await_if_pending(mr.mr.deregister(id2), id2);
     }
+    for (rdma::MemoryRegionHandle& mr : srq_mrs_) {
+        const std::uint64_t id = next_request();
+        (void)await_if_pending(mr.deregister(id), id);
+    }
     // One at a time: each destroys its CQ on the way out, a control call, and a context takes
     // control calls from one thread at a time.
     for (auto& lcore : lcores_) {
@@ -240,6 +275,12 @@ void Session::teardown() {
     if (peer_) {
         // Nothing polls this port any more; close it only once the peer's lcores stopped too.
         (void)peer_->leave(std::chrono::seconds(2));
+    }
+    for (rdma::SharedReceiveQueue& srq : srqs_) {
+        // Its QPs are gone (the receives still in it go with it); busy if one could not be.
+        if (Status gone = srq.destroy(); !gone) {
+            std::fprintf(stderr, "prdma-testpmd: SRQ: %s\n", gone.error().to_string().c_str());
+        }
     }
     (void)pd_.destroy();
     if (context_) {

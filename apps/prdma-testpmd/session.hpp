@@ -27,6 +27,7 @@ struct SessionConfig {
     std::uint16_t peer_port = 18515;
     FwdConfig fwd;
     const FwdEngine* engine = &write_engine;
+    bool srq = false; // each lcore's QPs receive from one SRQ (srq_slots receives)
 };
 
 struct QpEntry {
@@ -98,6 +99,7 @@ private:
     Session() = default;
     Status open_device(const SessionConfig& config);
     Status launch_lcores();
+    Status create_srqs(unsigned workers);
     // The lcore stops between two bursts and waits; resume() lets it go on.
     Status park(FwdLcore& lcore);
     void resume(FwdLcore& lcore) const;
@@ -125,6 +127,10 @@ private:
     std::optional<rdma::Context> context_;
     rdma::ProtectionDomain pd_;
     std::vector<rdma::CompletionQueue> cqs_; // one per forwarding lcore
+    // With --srq, one per forwarding lcore (in its queue group), with its receive slots.
+    std::vector<rdma::SharedReceiveQueue> srqs_;
+    std::vector<mem::DmaBuffer> srq_buffers_;
+    std::vector<rdma::MemoryRegionHandle> srq_mrs_;
     std::vector<std::unique_ptr<FwdLcore>> lcores_;
     std::vector<std::unique_ptr<QpEntry>> qps_; // null: destroyed (QP numbers are not reused)
     std::vector<UserMr> mrs_;

@@ -71,6 +71,10 @@ Status Session::create_qp() {
     init.caps.max_send_wr = send_depth + 8; // room for the mailbox's WRs
     init.caps.max_recv_wr = recv_slots;
     init.caps.max_inline_data = max_inline_;
+    if (!srqs_.empty()) {
+        init.srq =
+            &srqs_[lcore_index]; // receives from the lcore's SRQ: no receive queue of its own
+    }
     const std::uint64_t id = next_request();
     Result<rdma::QueuePair> qp = context_->create_qp(init, id);
     if (!qp) {
@@ -104,6 +108,7 @@ Status Session::create_qp() {
     Stream& stream = lcore.streams[entry->slot];
     stream = Stream{};
     stream.qp = entry->qp;
+    stream.qpn = entry->qp.qpn();
     stream.qp_index = index;
     stream.buffer = static_cast<std::uint8_t*>(entry->buffer->data());
     stream.lkey = entry->mr.lkey();

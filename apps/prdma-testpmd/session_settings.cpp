@@ -198,6 +198,13 @@ void Session::show_config() const {
     }
     std::printf("  mix: %s  forwarding lcores: %zu  forwarding: %s\n", mix.c_str(), lcores_.size(),
                 forwarding_ ? "started" : "stopped");
+    if (!srqs_.empty()) {
+        std::printf("  receives: one shared receive queue of %u per lcore (srqn", srq_slots);
+        for (const rdma::SharedReceiveQueue& srq : srqs_) {
+            std::printf(" 0x%x", srq.srqn());
+        }
+        std::printf(")\n");
+    }
 }
 
 } // namespace prdma::testpmd

@@ -22,11 +22,15 @@ inline constexpr std::size_t rdma_offset = max_message;
 inline constexpr std::size_t atomic_result_offset = rdma_offset + max_message - 8;
 inline constexpr std::size_t rx_offset = 2 * std::size_t{max_message};
 inline constexpr std::size_t qp_buffer_size = rx_offset + recv_slots * std::size_t{max_message};
+// With --srq, the receive slots are the lcore's, one buffer for every QP on its SRQ.
+inline constexpr std::uint32_t srq_slots = 128;
+inline constexpr std::size_t srq_buffer_size = srq_slots * std::size_t{max_message};
 
 enum class EngineKind : std::uint8_t { write, read, send, atomic, echo, rxonly, mixed };
 
 // What each completion is about, carried in its wr_id with the stream's slot (see make_wr_id).
-enum class WrKind : std::uint8_t { tx, recv, echo_send, control };
+// srq_recv and srq_echo_send name a slot of the lcore's SRQ buffer, not of the stream's.
+enum class WrKind : std::uint8_t { tx, recv, echo_send, control, srq_recv, srq_echo_send };
 
 // wr_id = slot (16 bits) | kind (8) | count (20) | value (20): a tx completion covers `count`
 // WRs of `value` bytes each (unsignaled ones before it included); a receive names its slot.
@@ -84,9 +88,11 @@ struct QueueSlot : Queue {
 };
 using StreamQp = QueueSlot<rdma::QpQueue>;
 using LcoreCq = QueueSlot<rdma::CqQueue>;
+using LcoreSrq = QueueSlot<rdma::SrqQueue>;
 
 struct Stream {
     StreamQp qp;
+    std::uint32_t qpn = 0; // what its receive completions name (the SRQ's are the lcore's)
     unsigned qp_index = 0; // the session's QP number (`show qp N`)
     std::uint8_t* buffer = nullptr;
     std::uint32_t lkey = 0;

@@ -111,6 +111,49 @@ class EngineTest(PairTest):
             self.assertTrue(per_lcore, out_s[-3000:])
             self.assertGreater(per_lcore[-1]['TX-completed'], 0, per_lcore)
 
+    def test_send_to_rxonly_on_shared_receive_queues(self):
+        # --srq: each lcore's QPs take their receives from one SRQ (two lcores, two QPs each).
+        rx = f'{CONNECT}set fwd rxonly\nshow config\nstart\nsync\nsync\nstop\nquit'
+        out_s, out_c = self.run_pair(generator('send', 'set size 5000\n'), rx, qps=4, queues=2,
+                                     client_args=('--srq',))
+        sent, got = last_total(out_s), last_total(out_c)
+        self.check_sender(sent, 5000)  # five packets each: a receive held across packets
+        self.assertEqual(got['Post-refused'], 0, got)
+        self.assertIn('receives: one shared receive queue of 128 per lcore', out_c)
+        self.assertEqual(got['RX-ops'], sent['TX-completed'], (sent, got))
+        self.assertEqual(got['RX-bytes'], sent['TX-bytes-completed'], (sent, got))
+        self.assertEqual((got['RX-verify-errors'], got['Errors']), (0, 0), got)
+        for qp in range(4):  # every QP on the SRQs received its own
+            self.assertGreater(blocks(out_c, f'Forward statistics for QP {qp} ')[-1]['RX-ops'], 0)
+
+    def test_send_to_echo_on_a_shared_receive_queue(self):
+        # The echo goes back from the SRQ's slot on the QP that took it; as test_send_to_echo.
+        sender = f'{CONNECT}set fwd send\nsync\nstart\nsleep 1\nshow fwd stats\nstop\nsync\n' \
+            'sync\nquit'
+        echo = f'{CONNECT}set fwd echo\nstart\nsync\nsync\nstop\nsync\nquit'
+        out_s, out_c = self.run_pair(sender, echo, qps=3, server_args=('--srq',),
+                                     client_args=('--srq',))
+        sent, echo = last_total(out_s), last_total(out_c)
+        self.check_sender(sent, 64)
+        self.assertEqual(echo['RX-ops'], sent['TX-completed'], (sent, echo))
+        self.assertEqual(echo['Echoed'], echo['RX-ops'], echo)
+        self.assertGreater(sent['RX-ops'], 0, sent)
+        self.assertEqual((sent['RX-verify-errors'], echo['Errors']), (0, 0), (sent, echo))
+        self.assertEqual(echo['Post-refused'], 0, echo)
+
+    def test_echo_tx_first_both_sides_on_shared_receive_queues(self):
+        # Eight QPs bouncing on two SRQs of 128: the first bursts fit the slots both sides share
+        # (a burst per QP of recv_slots / 2 would hold them all and wait on RNR for ever).
+        first = f'{CONNECT}set fwd echo\nsync\nstart tx_first\nsleep 1\nstop\nsync\nsync\nquit'
+        other = f'{CONNECT}set fwd echo\nstart tx_first\nsync\nsync\nstop\nsync\nquit'
+        out_s, out_c = self.run_pair(first, other, qps=8, server_args=('--srq',),
+                                     client_args=('--srq',))
+        a, b = last_total(out_s), last_total(out_c)
+        self.assertGreater(a['Echoed'], 1000, a)
+        self.assertGreater(b['Echoed'], 1000, b)
+        self.assertEqual(a['RX-verify-errors'] + b['RX-verify-errors'], 0, (a, b))
+        self.assertEqual((a['Errors'], b['Errors']), (0, 0), (a, b))
+
     def test_faults_at_run_time(self):
         faults = 'set fault drop 0.01 both\nset fault reorder 0.01\nset fault dup 0.01\n' \
                  'set fault corrupt 0.01\nshow fault\n'
