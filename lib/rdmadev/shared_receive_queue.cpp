@@ -124,6 +124,37 @@ Status SharedReceiveQueue::arm_limit(std::uint32_t limit) {
     return dev.value()->config.ops->arm_srq_limit(*dev.value(), srq_->driver, limit);
 }
 
+Status SharedReceiveQueue::resize(std::uint32_t max_wr) {
+    auto dev = srq_device(srq_);
+    if (!dev.ok()) {
+        return dev.error();
+    }
+    const DeviceAttr attr = detail::device_attr(*dev.value());
+    const driver::DeviceOps& ops = *dev.value()->config.ops;
+    if (ops.resize_srq == nullptr || !attr.capability_flags.has(cap_srq_resize)) {
+        return Error(StatusCode::not_supported,
+                     strformat("%s cannot resize an SRQ", dev.value()->config.name.c_str()));
+    }
+    if (max_wr == 0 || max_wr > attr.max_qp_wr) {
+        return Error(
+            StatusCode::invalid_parameter,
+            strformat("an SRQ of %u receive WRs: the device takes 1..%u", max_wr, attr.max_qp_wr));
+    }
+    SrqState state;
+    ops.query_srq(*dev.value(), srq_->driver, state.limit, state.outstanding);
+    if (state.limit > max_wr) {
+        return Error(
+            StatusCode::invalid_parameter,
+            strformat("an SRQ of %u receive WRs below its armed limit %u", max_wr, state.limit));
+    }
+    SrqCaps got;
+    if (Status status = ops.resize_srq(*dev.value(), srq_->driver, max_wr, got); !status.ok()) {
+        return status;
+    }
+    srq_->caps = got;
+    return {};
+}
+
 Status SharedReceiveQueue::destroy() {
     if (srq_ == nullptr) {
         return {};

@@ -30,6 +30,9 @@ unsigned device_cap_flags(const rdma::DeviceAttr& attr) {
     if (attr.capability_flags.has(rdma::cap_fast_reg)) {
         flags |= IBV_DEVICE_MEM_MGT_EXTENSIONS;
     }
+    if (attr.capability_flags.has(rdma::cap_srq_resize)) {
+        flags |= IBV_DEVICE_SRQ_RESIZE;
+    }
     return flags;
 }
 

@@ -1,4 +1,4 @@
-// Shared receive queues: ibv_create_srq, ibv_modify_srq (the limit), ibv_query_srq and
+// Shared receive queues: ibv_create_srq, ibv_modify_srq (the limit and the size), ibv_query_srq and
 // ibv_destroy_srq on prdma's SharedReceiveQueue; ibv_post_srq_recv is on the data path
 // (verbs_datapath.cpp) and the limit event comes through the context's async events.
 #include <cerrno>
@@ -76,18 +76,19 @@ int modify_srq(ibv_srq* srq, const ibv_srq_attr& attr, int mask) {
                          mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)));
         return errno;
     }
-    const rdma::SharedReceiveQueue& handle = *shim_of<ShimSrq>(srq).handle;
-    if ((mask & IBV_SRQ_MAX_WR) != 0 && attr.max_wr != handle.caps().max_wr) {
-        refuse(verb, EOPNOTSUPP,
-               strformat("resizing an SRQ (%u to %u receive WRs) is not supported by "
-                         "libprdma-verbs in this version",
-                         handle.caps().max_wr, attr.max_wr));
-        return errno;
+    auto& shim = shim_of<ShimSrq>(srq);
+    ShimContext& context = shim_context(srq->context);
+    if ((mask & IBV_SRQ_MAX_WR) != 0) {
+        // The resize takes the producer's place: no post runs beside it.
+        const std::scoped_lock lock(shim.post_mutex, context.control_mutex());
+        if (Status resized = shim.handle->resize(attr.max_wr); !resized.ok()) {
+            refuse(verb, errno_of(resized.error().code()), resized.error().message());
+            return errno;
+        }
     }
     if ((mask & IBV_SRQ_LIMIT) != 0) {
-        ShimContext& context = shim_context(srq->context);
         const std::lock_guard lock(context.control_mutex());
-        if (Status armed = shim_of<ShimSrq>(srq).handle->arm_limit(attr.srq_limit); !armed.ok()) {
+        if (Status armed = shim.handle->arm_limit(attr.srq_limit); !armed.ok()) {
             refuse(verb, errno_of(armed.error().code()), armed.error().message());
             return errno;
         }

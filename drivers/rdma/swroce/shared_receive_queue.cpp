@@ -2,6 +2,7 @@
 #include "shared_receive_queue.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include <prdma/format.hpp>
 
@@ -11,6 +12,45 @@
 namespace prdma::swroce {
 
 using rdma::driver::Device;
+
+namespace {
+
+std::unique_ptr<SrqRing> make_ring(std::uint32_t max_wr, std::uint32_t max_sge) {
+    auto ring = std::make_unique<SrqRing>();
+    ring->wqes = WorkRing<RecvWqe>(max_wr);
+    if (max_sge > 1) {
+        const std::uint32_t slots = ring->wqes.capacity();
+        ring->sges = std::make_unique<rdma::Sge[]>(std::size_t{slots} * max_sge);
+        for (std::uint32_t i = 0; i < slots; ++i) {
+            ring->wqes.slot(i).sge_store = &ring->sges[std::size_t{i} * max_sge];
+        }
+    }
+    return ring;
+}
+
+// The WQEs in `from` and the rings linked behind it. A snapshot when the engine takes beside it.
+std::uint32_t outstanding_from(const SrqRing* from) noexcept {
+    std::uint32_t total = 0;
+    for (const SrqRing* ring = from; ring != nullptr;
+         ring = ring->next.load(std::memory_order_acquire)) {
+        // Read beside both sides: a post and a take between size()'s two loads can make it wrap.
+        total += std::min(ring->wqes.size(), ring->wqes.capacity());
+    }
+    return total;
+}
+
+// The producer's: whether the SRQ holds its max_wr. While older rings still hold WQEs, they count
+// against the newest ring's size, which is the SRQ's.
+bool srq_full(const SwroceSrq& srq) noexcept {
+    const SrqRing* post = srq.post_ring;
+    if (post->wqes.full()) {
+        return true;
+    }
+    const SrqRing* take = srq.take_ring.load(std::memory_order_acquire);
+    return PRDMA_UNLIKELY(take != post) && outstanding_from(take) >= post->wqes.capacity();
+}
+
+} // namespace
 
 Status create_srq(Device& device, const rdma::driver::SrqInit& init,
                   rdma::driver::SrqCreated& out) {
@@ -40,17 +80,12 @@ Status create_srq(Device& device, const rdma::driver::SrqInit& init,
     srq->pd = init.pd;
     srq->queue_group = init.queue_group;
     srq->max_sge = std::min(init.caps.max_sge, max_recv_sge);
-    srq->ring = WorkRing<RecvWqe>(init.caps.max_wr);
-    if (srq->max_sge > 1) {
-        const std::uint32_t slots = srq->ring.capacity();
-        srq->sges = std::make_unique<rdma::Sge[]>(std::size_t{slots} * srq->max_sge);
-        for (std::uint32_t i = 0; i < slots; ++i) {
-            srq->ring.slot(i).sge_store = &srq->sges[std::size_t{i} * srq->max_sge];
-        }
-    }
+    srq->rings.push_back(make_ring(init.caps.max_wr, srq->max_sge));
+    srq->post_ring = srq->rings.back().get();
+    srq->take_ring.store(srq->post_ring, std::memory_order_relaxed);
     out.queue = srq.get();
     out.srqn = srq->srqn;
-    out.caps = {srq->ring.capacity(), srq->max_sge};
+    out.caps = {srq->post_ring->wqes.capacity(), srq->max_sge};
     dev.srqs.push_back(std::move(srq));
     return {};
 }
@@ -66,11 +101,34 @@ Status arm_srq_limit(Device& /*device*/, void* srq, std::uint32_t limit) {
     return {};
 }
 
+// Called by the producer's side (the class's rule): no post runs beside it. A size its ring already
+// has needs no new ring.
+Status resize_srq(Device& /*device*/, void* srq, std::uint32_t max_wr, rdma::SrqCaps& out) {
+    auto& s = *static_cast<SwroceSrq*>(srq);
+    const SrqRing* take = s.take_ring.load(std::memory_order_acquire);
+    if (const std::uint32_t held = outstanding_from(take); max_wr < held) {
+        return Error(
+            StatusCode::invalid_parameter,
+            strformat("SRQ %u holds %u receive WRs: it cannot shrink to %u", s.srqn, held, max_wr));
+    }
+    // Rings the engine has moved past are no one's any more.
+    const auto taken = std::find_if(s.rings.begin(), s.rings.end(),
+                                    [take](const auto& ring) { return ring.get() == take; });
+    s.rings.erase(s.rings.begin(), taken);
+    if (std::bit_ceil(max_wr) != s.post_ring->wqes.capacity()) {
+        s.rings.push_back(make_ring(max_wr, s.max_sge));
+        SrqRing* fresh = s.rings.back().get();
+        s.post_ring->next.store(fresh, std::memory_order_release);
+        s.post_ring = fresh;
+    }
+    out = {s.post_ring->wqes.capacity(), s.max_sge};
+    return {};
+}
+
 void query_srq(Device& /*device*/, void* srq, std::uint32_t& limit, std::uint32_t& outstanding) {
     const auto& s = *static_cast<const SwroceSrq*>(srq);
     limit = s.limit.load(std::memory_order_relaxed);
-    // Read beside both sides: a post and a take between size()'s two loads can make it wrap.
-    outstanding = std::min(s.ring.size(), s.ring.capacity());
+    outstanding = outstanding_from(s.take_ring.load(std::memory_order_acquire));
 }
 
 std::uint16_t swroce_post_srq_recv(void* queue, const rdma::RecvWr* wrs, std::uint16_t count,
@@ -79,7 +137,7 @@ std::uint16_t swroce_post_srq_recv(void* queue, const rdma::RecvWr* wrs, std::ui
     std::uint16_t taken = 0;
     for (; taken < count; ++taken) {
         const rdma::RecvWr& wr = wrs[taken];
-        if (PRDMA_UNLIKELY(srq.ring.full())) {
+        if (PRDMA_UNLIKELY(srq_full(srq))) {
             *reason = StatusCode::no_resources;
             break;
         }
@@ -87,7 +145,8 @@ std::uint16_t swroce_post_srq_recv(void* queue, const rdma::RecvWr* wrs, std::ui
             *reason = StatusCode::invalid_parameter;
             break;
         }
-        RecvWqe& wqe = srq.ring.next_slot();
+        WorkRing<RecvWqe>& ring = srq.post_ring->wqes;
+        RecvWqe& wqe = ring.next_slot();
         wqe.wr_id = wr.wr_id;
         wqe.num_sge = wr.num_sge;
         if (wr.num_sge > 1) {
@@ -95,7 +154,7 @@ std::uint16_t swroce_post_srq_recv(void* queue, const rdma::RecvWr* wrs, std::ui
         } else if (wr.num_sge == 1) {
             wqe.sge = *wr.sges();
         }
-        srq.ring.push();
+        ring.push();
     }
     return taken;
 }
@@ -103,9 +162,9 @@ std::uint16_t swroce_post_srq_recv(void* queue, const rdma::RecvWr* wrs, std::ui
 namespace {
 
 // Moves the SRQ's head WQE into the QP, which keeps it until its message is done.
-void take_from_srq(SwroceQp& qp) noexcept {
+void take_from_srq(SwroceQp& qp, SrqRing& ring) noexcept {
     SwroceSrq& srq = *qp.srq;
-    const RecvWqe& head = srq.ring.front();
+    const RecvWqe& head = ring.wqes.front();
     RecvWqe& held = qp.held_receive;
     held.wr_id = head.wr_id;
     held.num_sge = head.num_sge;
@@ -114,10 +173,10 @@ void take_from_srq(SwroceQp& qp) noexcept {
     if (head.num_sge > 1) {
         std::copy_n(head.sge_store, head.num_sge, held.sge_store);
     }
-    srq.ring.pop();
+    ring.wqes.pop();
     qp.resp.holds_receive = true;
     std::uint32_t limit = srq.limit.load(std::memory_order_relaxed);
-    if (PRDMA_UNLIKELY(limit != 0 && srq.ring.size() < limit) &&
+    if (PRDMA_UNLIKELY(limit != 0 && outstanding_from(&ring) < limit) &&
         srq.limit.compare_exchange_strong(limit, 0, std::memory_order_relaxed)) {
         record_event(*srq.device->groups[srq.queue_group], rdma::EventType::srq_limit_reached,
                      srq.srqn);
@@ -131,7 +190,10 @@ RecvWqe& current_receive(SwroceQp& qp) noexcept {
         return qp.receive_queue.front();
     }
     if (!qp.resp.holds_receive) {
-        take_from_srq(qp);
+        // The caller saw receive_available(): there is a ring to take from.
+        if (SrqRing* ring = srq_take_ring(*qp.srq); ring != nullptr) {
+            take_from_srq(qp, *ring);
+        }
     }
     return qp.held_receive;
 }

@@ -1,13 +1,20 @@
-// A shared receive queue (rdmadev's SharedReceiveQueue): one ring of receive WQEs that the RC QPs
+// A shared receive queue (rdmadev's SharedReceiveQueue): a ring of receive WQEs that the RC QPs
 // created on it take from, in the order posted. It belongs to one queue group: the application
 // posts (one producer), the group's engine takes (one consumer), the WorkRing between them is
 // lock-free. A SEND takes its WQE at its first packet and keeps it in the QP (held_receive) until
 // its last, so packets of SENDs on other QPs of the SRQ may come in between.
+//
+// A resize (ibv_modify_srq's max_wr) cannot move WQEs under the engine, which takes them without a
+// lock while another thread may drive it. So it links a new ring behind the one being posted to:
+// the producer posts to the newest ring from then on, the engine drains the older ones first and
+// moves on, and the control path frees a ring once the engine has moved past it. Order is kept
+// and nothing posted is lost or copied.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "qp.hpp"
 #include "work_ring.hpp"
@@ -16,14 +23,26 @@ namespace prdma::swroce {
 
 struct SwroceDevice;
 
+// One ring of receive WQEs with its slots' rooms for SGEs beyond the first; `next` is the ring a
+// resize linked behind it (set by the producer once it posts there, after its last post here).
+struct SrqRing {
+    WorkRing<RecvWqe> wqes;
+    std::unique_ptr<rdma::Sge[]> sges;
+    std::atomic<SrqRing*> next{nullptr};
+};
+
 struct SwroceSrq {
     SwroceDevice* device = nullptr;
     std::uint32_t srqn = 0;
     std::uint32_t pd = 0; // the receive WQEs' lkeys are checked against it
     std::uint16_t queue_group = 0;
     std::uint32_t max_sge = 1;
-    WorkRing<RecvWqe> ring;
-    std::unique_ptr<rdma::Sge[]> sges; // the slots' rooms for SGEs beyond the first
+    // The rings, oldest first (the control path's): the last is the one posted to.
+    std::vector<std::unique_ptr<SrqRing>> rings;
+    SrqRing* post_ring = nullptr; // the producer's
+    // The engine's: the oldest ring it may still take from. The control path reads it to know
+    // which rings no one will touch again.
+    std::atomic<SrqRing*> take_ring{nullptr};
     // The armed limit (0: not armed): set by the control path, cleared by the engine when it
     // fires, which is the only time the engine writes it.
     std::atomic<std::uint32_t> limit{0};
@@ -31,6 +50,23 @@ struct SwroceSrq {
 
 inline constexpr std::uint32_t max_srqs = 1024;
 inline constexpr std::uint32_t srqn_mask = 0xffffff; // SRQ numbers are 24 bits, 0 is none
+
+// The engine's ring to take the next WQE from, moving past rings a resize left behind once they
+// are drained; null when the SRQ is empty. One load beyond the emptiness check while no resize is
+// in progress.
+inline SrqRing* srq_take_ring(SwroceSrq& srq) noexcept {
+    SrqRing* ring = srq.take_ring.load(std::memory_order_relaxed);
+    while (ring->wqes.empty()) {
+        SrqRing* next = ring->next.load(std::memory_order_acquire);
+        // The link is stored after the last post to this ring: look again now that it is seen.
+        if (next == nullptr || !ring->wqes.empty()) {
+            return next == nullptr ? nullptr : ring;
+        }
+        ring = next;
+        srq.take_ring.store(ring, std::memory_order_release); // this thread's last touch of the old
+    }
+    return ring;
+}
 
 // The QP's receive WQE for the message in progress, taken from its SRQ when it has none (a SEND's
 // first packet, a WRITE_WITH_IMM's last) or the head of its own receive queue; the caller checked
@@ -41,7 +77,7 @@ RecvWqe& current_receive(SwroceQp& qp) noexcept;
     if (qp.srq == nullptr) {
         return !qp.receive_queue.empty();
     }
-    return qp.resp.holds_receive || !qp.srq->ring.empty();
+    return qp.resp.holds_receive || srq_take_ring(*qp.srq) != nullptr;
 }
 // The message is done with its receive WQE (completed, successfully or not).
 inline void receive_done(SwroceQp& qp) noexcept {
@@ -57,6 +93,8 @@ Status create_srq(rdma::driver::Device& device, const rdma::driver::SrqInit& ini
                   rdma::driver::SrqCreated& out);
 void destroy_srq(rdma::driver::Device& device, void* srq);
 Status arm_srq_limit(rdma::driver::Device& device, void* srq, std::uint32_t limit);
+Status resize_srq(rdma::driver::Device& device, void* srq, std::uint32_t max_wr,
+                  rdma::SrqCaps& out);
 void query_srq(rdma::driver::Device& device, void* srq, std::uint32_t& limit,
                std::uint32_t& outstanding);
 std::uint16_t swroce_post_srq_recv(void* queue, const rdma::RecvWr* wrs, std::uint16_t count,

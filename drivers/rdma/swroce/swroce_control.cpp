@@ -187,6 +187,7 @@ const rdma::driver::DeviceOps swroce_ops = {
     .create_srq = create_srq,
     .destroy_srq = destroy_srq,
     .arm_srq_limit = arm_srq_limit,
+    .resize_srq = resize_srq,
     .query_srq = query_srq,
 };
 

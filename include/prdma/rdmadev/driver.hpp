@@ -164,6 +164,10 @@ struct DeviceOps {
     void (*destroy_srq)(Device& device, void* srq);
     // Arms the limit event (0 disarms); the driver raises srq_limit_reached once when it fires.
     Status (*arm_srq_limit)(Device& device, void* srq, std::uint32_t limit);
+    // Optional (SharedReceiveQueue::resize, only with cap_srq_resize): the SRQ holds `max_wr`
+    // receive WRs from now on (`out`: what it got, rounded up), keeping those it holds, in order.
+    // Called where a post could be (the SRQ's one producer), never beside one.
+    Status (*resize_srq)(Device& device, void* srq, std::uint32_t max_wr, SrqCaps& out);
     // The limit armed now (0 once fired) and the receive WRs the SRQ holds.
     void (*query_srq)(Device& device, void* srq, std::uint32_t& limit, std::uint32_t& outstanding);
 };

@@ -294,6 +294,12 @@ public:
     Status arm_limit(std::uint32_t limit);
     // The limit armed now; 0 once it fired (ibv_query_srq's srq_limit).
     [[nodiscard]] Result<std::uint32_t> limit() const;
+    // ibv_modify_srq with IBV_SRQ_MAX_WR: the SRQ holds `max_wr` receive WRs from now on (caps()
+    // says what it got, rounded up as at creation), keeping the ones it holds, in order, while
+    // the engine goes on taking them. invalid_parameter for 0, beyond the device's max_qp_wr,
+    // below what it holds now or below the armed limit; not_supported without cap_srq_resize.
+    // Call it where post_srq_recv is called (the SRQ's one producer), never beside a post.
+    Status resize(std::uint32_t max_wr);
     // Busy while QPs use it. Receive WRs still in it are dropped without completions, as verbs'
     // ibv_destroy_srq drops them.
     Status destroy();

@@ -102,7 +102,8 @@ enum class DeviceCapability : std::uint32_t {
     inline_data = 1U << 5,
     pending_control = 1U << 6, // control verbs may complete later (seed 003)
     port_active_event = 1U << 7,
-    software = 1U << 8, // informational; nothing above the driver may depend on it
+    software = 1U << 8,   // informational; nothing above the driver may depend on it
+    srq_resize = 1U << 9, // SharedReceiveQueue::resize (IBV_DEVICE_SRQ_RESIZE)
 };
 constexpr bool prdma_flag_enum(DeviceCapability) {
     return true;
@@ -117,6 +118,7 @@ inline constexpr DeviceCapability cap_inline = DeviceCapability::inline_data;
 inline constexpr DeviceCapability cap_pending_control = DeviceCapability::pending_control;
 inline constexpr DeviceCapability cap_port_active_event = DeviceCapability::port_active_event;
 inline constexpr DeviceCapability cap_software = DeviceCapability::software;
+inline constexpr DeviceCapability cap_srq_resize = DeviceCapability::srq_resize;
 
 // Control-path operations that can complete later (seed 003: any request may pend).
 enum class ControlOp : std::uint8_t {

@@ -1,12 +1,14 @@
 // The swroce engine end to end in one process: two devices on crossed ring ports, RC QPs connected
 // through the public API, data moved by SEND/RECV and WRITE and checked byte for byte, errors
 // reported where the IBTA puts them.
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -2660,6 +2662,81 @@ TEST_F(SrqEngineTest, TheLimitEventFiresOncePerArming) {
     send_on(1, 0, 16); // 1 left: not armed, no event
     ASSERT_EQ(wait(*b_, 1).size(), 1U);
     EXPECT_TRUE(srq_events().empty());
+}
+
+// A resize links a new ring behind the one posted to; the engine drains the old first. Twice
+// before it gets there, so three rings are chained, and the receives go out in the order posted.
+TEST_F(SrqEngineTest, AResizedSrqKeepsWhatItHeldAndGivesReceivesOutInOrder) {
+    ASSERT_TRUE(b_->context.device_info().value().attr.capability_flags.has(cap_srq_resize));
+    std::uint64_t next_id = 0;
+    const auto post_many = [&](std::uint32_t count) {
+        for (std::uint32_t i = 0; i < count; ++i, ++next_id) {
+            post_srq(next_id, 65536 + next_id * 512, 512);
+        }
+    };
+    const auto take = [&](std::uint32_t count) {
+        for (std::uint32_t i = 0; i < count; ++i) {
+            send_on(static_cast<int>(i % 2), 0, 300);
+        }
+        EXPECT_EQ(wait(*a_, count).size(), count);
+        return wait(*b_, count);
+    };
+    fill(*a_, 0, 300, 4);
+    post_many(8);
+    auto received = take(2);
+    ASSERT_EQ(received.size(), 2U);
+    ASSERT_TRUE(srq_.resize(16).ok());
+    EXPECT_EQ(srq_.caps().max_wr, 16U);
+    EXPECT_EQ(srq_.outstanding().value(), 6U);
+    post_many(10); // 16 held: the 6 left in the old ring count against the new one's 16
+    RecvWr one;
+    one.num_sge = 1;
+    one.sge = {b_->addr(), 64, b_->mr.lkey()};
+    EXPECT_EQ(post_srq_recv(srq_, {&one, 1}).reason, StatusCode::no_resources);
+    ASSERT_TRUE(srq_.resize(40).ok());
+    EXPECT_EQ(srq_.caps().max_wr, 64U) << "rounded up as at creation";
+    post_many(20);
+    EXPECT_EQ(srq_.outstanding().value(), 36U);
+    for (const WorkCompletion& wc : take(36)) {
+        received.push_back(wc);
+    }
+    ASSERT_EQ(received.size(), 38U);
+    std::map<std::uint32_t, std::vector<std::uint64_t>> per_qp;
+    for (const WorkCompletion& wc : received) {
+        ASSERT_EQ(wc.status, WcStatus::success) << wc_status_name(wc.status);
+        EXPECT_EQ(std::memcmp(b_->data() + 65536 + wc.wr_id * 512, a_->data(), 300), 0)
+            << "wr " << wc.wr_id;
+        per_qp[wc.qpn].push_back(wc.wr_id);
+    }
+    std::set<std::uint64_t> ids;
+    for (const auto& [qpn, taken] : per_qp) {
+        EXPECT_TRUE(std::is_sorted(taken.begin(), taken.end())) << "QP " << qpn;
+        ids.insert(taken.begin(), taken.end());
+    }
+    EXPECT_EQ(ids.size(), 38U) << "each receive taken once";
+    EXPECT_EQ(*ids.rbegin(), 37U);
+    EXPECT_EQ(srq_.outstanding().value(), 0U);
+    // Empty now: it shrinks, and the rings drained are freed.
+    ASSERT_TRUE(srq_.resize(4).ok());
+    EXPECT_EQ(srq_.caps().max_wr, 4U);
+    post_many(4);
+    EXPECT_EQ(post_srq_recv(srq_, {&one, 1}).reason, StatusCode::no_resources);
+    ASSERT_EQ(take(4).size(), 4U);
+}
+
+TEST_F(SrqEngineTest, AResizeThatWouldLoseWhatTheSrqHoldsIsRefused) {
+    for (std::uint64_t i = 0; i < 6; ++i) {
+        post_srq(i, 65536 + i * 1024, 1024);
+    }
+    EXPECT_EQ(srq_.resize(0).code(), StatusCode::invalid_parameter);
+    EXPECT_EQ(srq_.resize(5).code(), StatusCode::invalid_parameter) << "6 held";
+    EXPECT_EQ(srq_.resize(1U << 30).code(), StatusCode::invalid_parameter) << "beyond max_qp_wr";
+    EXPECT_EQ(srq_.caps().max_wr, 8U) << "unchanged";
+    ASSERT_TRUE(srq_.arm_limit(7).ok());
+    EXPECT_EQ(srq_.resize(6).code(), StatusCode::invalid_parameter) << "below the armed limit";
+    ASSERT_TRUE(srq_.resize(7).ok());
+    EXPECT_EQ(srq_.caps().max_wr, 8U) << "7 rounds up to the ring it has: no new ring";
+    EXPECT_EQ(srq_.outstanding().value(), 6U);
 }
 
 TEST_F(SrqEngineTest, BadUseIsRefusedWithAReason) {

@@ -597,8 +597,8 @@ TEST_F(VerbsProgram, OneSrqServesTwoQpsAndRaisesItsLimitOnce) {
     ASSERT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT), 0);
     attr.srq_limit = srq_init.attr.max_wr + 1;
     EXPECT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT), EINVAL);
-    attr.max_wr = srq_init.attr.max_wr * 2;
-    EXPECT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), EOPNOTSUPP);
+    attr.max_wr = posted - 1;
+    EXPECT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), EINVAL) << "below what it holds";
     ASSERT_EQ(ibv_query_srq(srq, &attr), 0);
     EXPECT_EQ(attr.srq_limit, 6U);
     EXPECT_EQ(attr.max_wr, srq_init.attr.max_wr);
@@ -643,6 +643,30 @@ TEST_F(VerbsProgram, OneSrqServesTwoQpsAndRaisesItsLimitOnce) {
     send(3);
     ibv_async_event again{};
     EXPECT_FALSE(next_event(b_, again, 300ms)) << "the limit event raised twice";
+
+    // Resized with 4 WRs still in it: those are taken first, then the ones posted after.
+    EXPECT_NE(dev.device_cap_flags & IBV_DEVICE_SRQ_RESIZE, 0U);
+    const std::uint32_t resized = srq_init.attr.max_wr * 2;
+    attr.max_wr = resized;
+    ASSERT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), 0);
+    ASSERT_EQ(ibv_query_srq(srq, &attr), 0);
+    EXPECT_EQ(attr.max_wr, resized);
+    const std::uint32_t held = posted - 4;
+    for (std::uint32_t i = posted; i < posted + resized - held + 1; ++i) {
+        ibv_sge sge{.addr = reinterpret_cast<std::uintptr_t>(buf.data()) + 64U * i,
+                    .length = 64,
+                    .lkey = mr->lkey};
+        ibv_recv_wr wr{};
+        wr.wr_id = 200U + i;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr* bad = nullptr;
+        const bool fits = i < posted + resized - held;
+        ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), fits ? 0 : ENOMEM) << "receive " << i;
+    }
+    for (std::uint32_t n = 4; n < posted + resized - held; ++n) {
+        send(static_cast<int>(n));
+    }
 
     for (int i = 0; i < 2; ++i) {
         EXPECT_EQ(ibv_destroy_qp(qps[i]), 0);
