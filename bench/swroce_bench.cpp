@@ -5,6 +5,8 @@
 //                      answers in the same loop): the whole RC round trip in software
 //   BM_WriteBurst      32 WRITEs in one post, then both engines polled until the last completes:
 //                      the streaming case (bursts each way, one ACK), per WRITE
+//   BM_SrqSend         post a receive on B's SRQ and a SEND on A, poll both completions: an SRQ
+//                      of one queue group against one shared by every group
 //   BM_PostWriteDeferred / BM_PollEmpty   the API costs alone: queueing a WR, polling an empty CQ
 //   BM_FastRegPost32   post a FAST_REG of 32 pages and the LOCAL_INV that frees the region again,
 //                      and poll both completions
@@ -79,9 +81,11 @@ Result<Side> make_side(DeviceId device) {
     return side;
 }
 
-Status connect(Side& local, const Side& remote, const Gid& remote_gid) {
+// `local` (a QP of one side) to `remote_qp`, a QP of `remote`.
+Status connect(QueuePair& local, const Side& remote, const QueuePair& remote_qp,
+               const Gid& remote_gid) {
     ConnectionDescriptor peer;
-    peer.qpn = remote.qp.qpn();
+    peer.qpn = remote_qp.qpn();
     peer.psn = 100;
     peer.gid = remote_gid;
     std::memcpy(peer.mac, remote.mac.data(), sizeof(peer.mac)); // no ARP in a benchmark
@@ -90,8 +94,11 @@ Status connect(Side& local, const Side& remote, const Gid& remote_gid) {
     options.max_dest_rd_atomic = 16;
     options.min_rnr_timer = 1;
     options.sq_psn = 100;
-    return local.qp.connect(peer, options);
+    return local.connect(peer, options);
 }
+
+const Gid gid_a = Gid::from_ipv4(0x0a000001);
+const Gid gid_b = Gid::from_ipv4(0x0a000002);
 
 // EAL, the ring ports, both devices and a connected QP pair, made once for every benchmark.
 struct Bed {
@@ -161,8 +168,8 @@ Bed& bed() {
         }
         bed.a.emplace(std::move(side_a.value()));
         bed.b.emplace(std::move(side_b.value()));
-        Status ca = connect(*bed.a, *bed.b, Gid::from_ipv4(0x0a000002));
-        Status cb = connect(*bed.b, *bed.a, Gid::from_ipv4(0x0a000001));
+        Status ca = connect(bed.a->qp, *bed.b, bed.b->qp, gid_b);
+        Status cb = connect(bed.b->qp, *bed.a, bed.a->qp, gid_a);
         if (!ca.ok() || !cb.ok()) {
             bed.error = !ca.ok() ? ca.error().to_string() : cb.error().to_string();
         }
@@ -280,6 +287,59 @@ void BM_PostWriteDeferred(benchmark::State& state) {
     }
 }
 BENCHMARK(BM_PostWriteDeferred);
+
+// An 8-byte SEND into a receive of a shared receive queue: post the receive on B's SRQ and the SEND
+// on A, poll until both complete. Arg 0: an SRQ of B's one queue group (plain loads and stores
+// between the poster and the engine). Arg 1: one made for any_queue_group, whose engines claim each
+// receive with a compare-and-swap. One thread here, so the claim is uncontended: the difference is
+// the locked instruction itself.
+void BM_SrqSend(benchmark::State& state) {
+    if (!ready(state)) {
+        return;
+    }
+    Side& a = *bed().a;
+    Side& b = *bed().b;
+    auto srq = b.context.create_srq(b.pd, {64, 1}, state.range(0) != 0 ? any_queue_group : 0);
+    QpInitAttr init;
+    init.pd = &b.pd;
+    init.send_cq = &b.cq;
+    init.recv_cq = &b.cq;
+    init.srq = srq ? &srq.value() : nullptr;
+    auto served = b.context.create_qp(init);
+    init.pd = &a.pd;
+    init.send_cq = &a.cq;
+    init.recv_cq = &a.cq;
+    init.srq = nullptr;
+    auto client = a.context.create_qp(init);
+    if (!srq || !served || !client || !connect(client.value(), b, served.value(), gid_b).ok() ||
+        !connect(served.value(), a, client.value(), gid_a).ok()) {
+        state.SkipWithError("cannot make the SRQ and its QPs");
+        return;
+    }
+    SendWr send;
+    send.opcode = WrOpcode::send;
+    send.flags = send_signaled | send_inline;
+    send.num_sge = 1;
+    send.sge = {a.addr(), 8, a.mr.lkey()};
+    RecvWr receive;
+    receive.num_sge = 1;
+    receive.sge = {b.addr(), 64, b.mr.lkey()};
+    WorkCompletion wc;
+    for (auto _ : state) {
+        if (post_srq_recv(srq.value(), {&receive, 1}) != 1 ||
+            post_send(client.value(), {&send, 1}) != 1 || complete_one(a, b) != WcStatus::success) {
+            state.SkipWithError("SEND failed");
+            return;
+        }
+        while (poll_cq(b.cq, {&wc, 1}) == 0) {
+        }
+        if (wc.status != WcStatus::success) {
+            state.SkipWithError("receive failed");
+            return;
+        }
+    }
+}
+BENCHMARK(BM_SrqSend)->Arg(0)->Arg(1);
 
 void BM_PollEmpty(benchmark::State& state) {
     if (!ready(state)) {

@@ -219,10 +219,11 @@ Status Context::make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t re
     if (srq != nullptr && init.type != QpType::rc) {
         return Error(StatusCode::invalid_parameter, "an SRQ serves RC QPs only");
     }
-    if (srq != nullptr && srq->queue_group != send_cq->queue_group) {
+    if (srq != nullptr && srq->queue_group != any_queue_group &&
+        srq->queue_group != send_cq->queue_group) {
         return Error(StatusCode::invalid_parameter,
-                     strformat("an SRQ serves QPs of its own queue group (%u); this QP's CQs are "
-                               "in group %u",
+                     strformat("an SRQ of queue group %u serves QPs of that group; this QP's CQs "
+                               "are in group %u (create the SRQ for any_queue_group to share it)",
                                srq->queue_group, send_cq->queue_group));
     }
     QpCaps caps = init.caps;

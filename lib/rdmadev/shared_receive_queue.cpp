@@ -124,7 +124,7 @@ Status SharedReceiveQueue::arm_limit(std::uint32_t limit) {
     return dev.value()->config.ops->arm_srq_limit(*dev.value(), srq_->driver, limit);
 }
 
-Status SharedReceiveQueue::resize(std::uint32_t max_wr) {
+Status SharedReceiveQueue::resize(std::uint32_t max_wr, std::optional<std::uint32_t> limit) {
     auto dev = srq_device(srq_);
     if (!dev.ok()) {
         return dev.error();
@@ -140,15 +140,9 @@ Status SharedReceiveQueue::resize(std::uint32_t max_wr) {
             StatusCode::invalid_parameter,
             strformat("an SRQ of %u receive WRs: the device takes 1..%u", max_wr, attr.max_qp_wr));
     }
-    SrqState state;
-    ops.query_srq(*dev.value(), srq_->driver, state.limit, state.outstanding);
-    if (state.limit > max_wr) {
-        return Error(
-            StatusCode::invalid_parameter,
-            strformat("an SRQ of %u receive WRs below its armed limit %u", max_wr, state.limit));
-    }
     SrqCaps got;
-    if (Status status = ops.resize_srq(*dev.value(), srq_->driver, max_wr, got); !status.ok()) {
+    if (Status status = ops.resize_srq(*dev.value(), srq_->driver, max_wr, limit, got);
+        !status.ok()) {
         return status;
     }
     srq_->caps = got;
@@ -192,7 +186,7 @@ Result<SharedReceiveQueue> Context::create_srq(ProtectionDomain& pd, const SrqCa
                      strformat("SRQ of %u WRs of %u SGEs: the device takes 1..%u WRs of 1..%u SGEs",
                                caps.max_wr, caps.max_sge, attr.max_qp_wr, attr.max_sge));
     }
-    if (queue_group >= attr.max_queue_groups) {
+    if (queue_group != any_queue_group && queue_group >= attr.max_queue_groups) {
         return Error(StatusCode::invalid_parameter, strformat("queue group %u: the device has %u",
                                                               queue_group, attr.max_queue_groups));
     }

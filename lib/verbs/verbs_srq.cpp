@@ -2,6 +2,7 @@
 // ibv_destroy_srq on prdma's SharedReceiveQueue; ibv_post_srq_recv is on the data path
 // (verbs_datapath.cpp) and the limit event comes through the context's async events.
 #include <cerrno>
+#include <optional>
 
 #include <prdma/format.hpp>
 
@@ -78,20 +79,20 @@ int modify_srq(ibv_srq* srq, const ibv_srq_attr& attr, int mask) {
     }
     auto& shim = shim_of<ShimSrq>(srq);
     ShimContext& context = shim_context(srq->context);
-    if ((mask & IBV_SRQ_MAX_WR) != 0) {
-        // The resize takes the producer's place: no post runs beside it.
-        const std::scoped_lock lock(shim.post_mutex, context.control_mutex());
-        if (Status resized = shim.handle->resize(attr.max_wr); !resized.ok()) {
-            refuse(verb, errno_of(resized.error().code()), resized.error().message());
-            return errno;
-        }
-    }
-    if ((mask & IBV_SRQ_LIMIT) != 0) {
-        const std::lock_guard lock(context.control_mutex());
-        if (Status armed = shim.handle->arm_limit(attr.srq_limit); !armed.ok()) {
-            refuse(verb, errno_of(armed.error().code()), armed.error().message());
-            return errno;
-        }
+    // The resize takes the producer's place: no post runs beside it.
+    const std::scoped_lock lock(shim.post_mutex, context.control_mutex());
+    rdma::SharedReceiveQueue& handle = *shim.handle;
+    const bool resize = (mask & IBV_SRQ_MAX_WR) != 0;
+    const bool arm = (mask & IBV_SRQ_LIMIT) != 0;
+    // Both at once are one resize, the new limit checked against the new size before either is
+    // applied, as rxe does.
+    const Status status =
+        resize ? handle.resize(attr.max_wr, arm ? std::optional(attr.srq_limit) : std::nullopt)
+        : arm  ? handle.arm_limit(attr.srq_limit)
+               : Status{};
+    if (!status.ok()) {
+        refuse(verb, errno_of(status.error().code()), status.error().message());
+        return errno;
     }
     return 0;
 }

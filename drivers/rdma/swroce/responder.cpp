@@ -229,7 +229,7 @@ bool check_resources(SwroceQp& qp, const Request& r) noexcept {
     // packet. Without one, NAK before placing anything: the resent packet must find the message
     // exactly where this one left it.
     const bool needs_receive = r.op == roce::Operation::send || r.write_with_imm_last();
-    if (needs_receive && !receive_available(qp)) {
+    if (needs_receive && !acquire_receive(qp)) {
         receiver_not_ready(qp, r);
         return false;
     }

@@ -59,7 +59,7 @@ Status create_srq(Device& device, const rdma::driver::SrqInit& init,
         return Error(StatusCode::no_resources,
                      strformat("all %u SRQs of %s are in use", max_srqs, dev.name.c_str()));
     }
-    if (init.queue_group >= dev.port.queue_groups()) {
+    if (init.queue_group != rdma::any_queue_group && init.queue_group >= dev.port.queue_groups()) {
         return Error(StatusCode::invalid_parameter,
                      strformat("queue group %u: %s has %u", init.queue_group, dev.name.c_str(),
                                dev.port.queue_groups()));
@@ -78,7 +78,7 @@ Status create_srq(Device& device, const rdma::driver::SrqInit& init,
         dev.next_srqn = dev.next_srqn == srqn_mask ? 1 : dev.next_srqn + 1;
     } while (in_use(srq->srqn));
     srq->pd = init.pd;
-    srq->queue_group = init.queue_group;
+    srq->shared_by_groups = init.queue_group == rdma::any_queue_group;
     srq->max_sge = std::min(init.caps.max_sge, max_recv_sge);
     srq->rings.push_back(make_ring(init.caps.max_wr, srq->max_sge));
     srq->post_ring = srq->rings.back().get();
@@ -103,23 +103,38 @@ Status arm_srq_limit(Device& /*device*/, void* srq, std::uint32_t limit) {
 
 // Called by the producer's side (the class's rule): no post runs beside it. A size its ring already
 // has needs no new ring.
-Status resize_srq(Device& /*device*/, void* srq, std::uint32_t max_wr, rdma::SrqCaps& out) {
+Status resize_srq(Device& /*device*/, void* srq, std::uint32_t max_wr,
+                  std::optional<std::uint32_t> limit, rdma::SrqCaps& out) {
     auto& s = *static_cast<SwroceSrq*>(srq);
     const SrqRing* take = s.take_ring.load(std::memory_order_acquire);
+    // Only a take can lower what it holds meanwhile. The limit is checked against the size the
+    // SRQ will have, as arm_limit checks it against the size it has.
     if (const std::uint32_t held = outstanding_from(take); max_wr < held) {
         return Error(
             StatusCode::invalid_parameter,
             strformat("SRQ %u holds %u receive WRs: it cannot shrink to %u", s.srqn, held, max_wr));
     }
-    // Rings the engine has moved past are no one's any more.
-    const auto taken = std::find_if(s.rings.begin(), s.rings.end(),
-                                    [take](const auto& ring) { return ring.get() == take; });
-    s.rings.erase(s.rings.begin(), taken);
-    if (std::bit_ceil(max_wr) != s.post_ring->wqes.capacity()) {
+    const std::uint32_t size = std::bit_ceil(max_wr);
+    if (const std::uint32_t armed = limit.value_or(s.limit.load(std::memory_order_relaxed));
+        armed > size) {
+        return Error(StatusCode::invalid_parameter,
+                     strformat("SRQ %u of %u receive WRs below its limit %u", s.srqn, size, armed));
+    }
+    // Rings the engine has moved past are no one's any more (see the top of the header for an
+    // SRQ shared by groups).
+    if (!s.shared_by_groups) {
+        const auto taken = std::find_if(s.rings.begin(), s.rings.end(),
+                                        [take](const auto& ring) { return ring.get() == take; });
+        s.rings.erase(s.rings.begin(), taken);
+    }
+    if (size != s.post_ring->wqes.capacity()) {
         s.rings.push_back(make_ring(max_wr, s.max_sge));
         SrqRing* fresh = s.rings.back().get();
         s.post_ring->next.store(fresh, std::memory_order_release);
         s.post_ring = fresh;
+    }
+    if (limit) {
+        s.limit.store(*limit, std::memory_order_relaxed);
     }
     out = {s.post_ring->wqes.capacity(), s.max_sge};
     return {};
@@ -161,41 +176,49 @@ std::uint16_t swroce_post_srq_recv(void* queue, const rdma::RecvWr* wrs, std::ui
 
 namespace {
 
-// Moves the SRQ's head WQE into the QP, which keeps it until its message is done.
-void take_from_srq(SwroceQp& qp, SrqRing& ring) noexcept {
-    SwroceSrq& srq = *qp.srq;
-    const RecvWqe& head = ring.wqes.front();
+// Copies a WQE of the SRQ into the QP's held one. The count is bounded by the SRQ's SGEs: a shared
+// take may read a slot the producer is rewriting, and discards that copy, but must not overrun.
+void hold(SwroceQp& qp, const RecvWqe& wqe) noexcept {
     RecvWqe& held = qp.held_receive;
-    held.wr_id = head.wr_id;
-    held.num_sge = head.num_sge;
-    held.sge = head.sge;
+    held.wr_id = wqe.wr_id;
+    held.num_sge = std::min(wqe.num_sge, qp.srq->max_sge);
+    held.sge = wqe.sge;
     held.sge_store = qp.held_sges.get();
-    if (head.num_sge > 1) {
-        std::copy_n(head.sge_store, head.num_sge, held.sge_store);
+    if (held.num_sge > 1) {
+        std::copy_n(wqe.sge_store, held.num_sge, held.sge_store);
     }
+}
+
+// Takes the head of `ring`: false when another group's engine emptied it first.
+bool take_head(SwroceQp& qp, SrqRing& ring) noexcept {
+    if (qp.srq->shared_by_groups) {
+        return ring.wqes.take_shared([&qp](const RecvWqe& head) { hold(qp, head); });
+    }
+    hold(qp, ring.wqes.front());
     ring.wqes.pop();
-    qp.resp.holds_receive = true;
-    std::uint32_t limit = srq.limit.load(std::memory_order_relaxed);
-    if (PRDMA_UNLIKELY(limit != 0 && outstanding_from(&ring) < limit) &&
-        srq.limit.compare_exchange_strong(limit, 0, std::memory_order_relaxed)) {
-        record_event(*srq.device->groups[srq.queue_group], rdma::EventType::srq_limit_reached,
-                     srq.srqn);
-    }
+    return true;
 }
 
 } // namespace
 
-RecvWqe& current_receive(SwroceQp& qp) noexcept {
-    if (qp.srq == nullptr) {
-        return qp.receive_queue.front();
-    }
-    if (!qp.resp.holds_receive) {
-        // The caller saw receive_available(): there is a ring to take from.
-        if (SrqRing* ring = srq_take_ring(*qp.srq); ring != nullptr) {
-            take_from_srq(qp, *ring);
+bool take_from_srq(SwroceQp& qp) noexcept {
+    SwroceSrq& srq = *qp.srq;
+    SrqRing* ring = nullptr;
+    do {
+        ring = srq_take_ring(srq);
+        if (ring == nullptr) {
+            return false;
         }
+    } while (PRDMA_UNLIKELY(!take_head(qp, *ring)));
+    qp.resp.holds_receive = true;
+    std::uint32_t limit = srq.limit.load(std::memory_order_relaxed);
+    if (PRDMA_UNLIKELY(limit != 0 && outstanding_from(ring) < limit) &&
+        srq.limit.compare_exchange_strong(limit, 0, std::memory_order_relaxed)) {
+        // To the taking QP's group, whose lcore this is: an SRQ shared by groups has no one group.
+        record_event(*srq.device->groups[qp.queue_group], rdma::EventType::srq_limit_reached,
+                     srq.srqn);
     }
-    return qp.held_receive;
+    return true;
 }
 
 } // namespace prdma::swroce

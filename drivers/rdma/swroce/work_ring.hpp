@@ -82,6 +82,22 @@ public:
         }
         head_.store(head_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     }
+    // For a ring several consumers take from (an SRQ shared by queue groups): `read` copies the
+    // head out and a compare-and-swap claims it, so each entry goes to one consumer; false when
+    // the ring is empty. The producer rewrites a slot only once the head has passed it, and then
+    // the claim fails and the copy, perhaps torn, is discarded: read into a scratch, use it after.
+    template <typename Read>
+    bool take_shared(Read&& read) noexcept {
+        std::uint32_t head = head_.load(std::memory_order_acquire);
+        while (tail_.load(std::memory_order_acquire) != head) {
+            read(std::as_const(slots_[head & mask_]));
+            if (head_.compare_exchange_weak(head, head + 1, std::memory_order_acq_rel,
+                                            std::memory_order_acquire)) {
+                return true;
+            }
+        }
+        return false;
+    }
     // Consumer side: drops everything published.
     void clear() noexcept {
         head_.store(tail_.load(std::memory_order_acquire), std::memory_order_release);

@@ -63,7 +63,7 @@ struct QpInit {
 
 struct SrqInit {
     std::uint32_t pd = 0;
-    std::uint16_t queue_group = 0;
+    std::uint16_t queue_group = 0; // any_queue_group: QPs of every group take from it
     SrqCaps caps{};
 };
 
@@ -165,9 +165,12 @@ struct DeviceOps {
     // Arms the limit event (0 disarms); the driver raises srq_limit_reached once when it fires.
     Status (*arm_srq_limit)(Device& device, void* srq, std::uint32_t limit);
     // Optional (SharedReceiveQueue::resize, only with cap_srq_resize): the SRQ holds `max_wr`
-    // receive WRs from now on (`out`: what it got, rounded up), keeping those it holds, in order.
-    // Called where a post could be (the SRQ's one producer), never beside one.
-    Status (*resize_srq)(Device& device, void* srq, std::uint32_t max_wr, SrqCaps& out);
+    // receive WRs from now on (`out`: what it got, rounded up), keeping those it holds, in order,
+    // and `limit` armed when given; invalid_parameter, with nothing changed, below what it holds
+    // or below the limit (the new one, or the one armed). Called where a post could be (the SRQ's
+    // one producer), never beside one.
+    Status (*resize_srq)(Device& device, void* srq, std::uint32_t max_wr,
+                         std::optional<std::uint32_t> limit, SrqCaps& out);
     // The limit armed now (0 once fired) and the receive WRs the SRQ holds.
     void (*query_srq)(Device& device, void* srq, std::uint32_t& limit, std::uint32_t& outstanding);
 };

@@ -266,7 +266,10 @@ struct SrqCaps {
 // WRs from it, in the order posted, whichever QP a SEND arrives on. It belongs to one queue group,
 // as a CQ does, and its QPs must too: the lcore that drives the group is the one consumer, the
 // thread that posts (post_srq_recv, fastpath.hpp) the one producer, so neither takes a lock or a
-// locked instruction. A QP on an SRQ has no receive queue of its own (post_recv:
+// locked instruction. One created for any_queue_group serves QPs of every group: each group's
+// lcore is a consumer, and they claim a receive WR with one compare-and-swap per message (what
+// sharing costs; bench/prdma-bench's BM_SrqSend measures it). A QP on an SRQ has no receive
+// queue of its own (post_recv:
 // invalid_parameter). A SEND takes its receive WR from the SRQ at its first packet and the QP
 // holds it until the last: moving the QP to ERR completes a held WR as a flush error; moving it
 // straight to RESET drops it without a completion, as RESET drops a QP's own receives (go through
@@ -284,7 +287,7 @@ public:
     explicit operator bool() const noexcept { return srq_ != nullptr; }
     [[nodiscard]] std::uint32_t srqn() const;
     [[nodiscard]] std::uint16_t queue_group() const;
-    // What it was created with (max_wr rounded up to what the ring holds).
+    // What it holds: max_wr rounded up to its ring's size, at creation or the last resize.
     [[nodiscard]] SrqCaps caps() const;
     // Receive WRs posted and not yet taken by a SEND (a snapshot while the data path runs).
     [[nodiscard]] Result<std::uint32_t> outstanding() const;
@@ -296,10 +299,13 @@ public:
     [[nodiscard]] Result<std::uint32_t> limit() const;
     // ibv_modify_srq with IBV_SRQ_MAX_WR: the SRQ holds `max_wr` receive WRs from now on (caps()
     // says what it got, rounded up as at creation), keeping the ones it holds, in order, while
-    // the engine goes on taking them. invalid_parameter for 0, beyond the device's max_qp_wr,
-    // below what it holds now or below the armed limit; not_supported without cap_srq_resize.
-    // Call it where post_srq_recv is called (the SRQ's one producer), never beside a post.
-    Status resize(std::uint32_t max_wr);
+    // the engine goes on taking them; with `limit` (IBV_SRQ_LIMIT in the same call), that limit is
+    // armed too, checked against the new size. invalid_parameter, nothing changed, for 0, beyond
+    // the device's max_qp_wr, below what it holds now or below the limit (the new one or the one
+    // armed); not_supported without cap_srq_resize. Call it where post_srq_recv is called (the
+    // SRQ's one producer), never beside a post. Rings a resize leaves behind are freed at the
+    // next resize once drained, or with the SRQ.
+    Status resize(std::uint32_t max_wr, std::optional<std::uint32_t> limit = std::nullopt);
     // Busy while QPs use it. Receive WRs still in it are dropped without completions, as verbs'
     // ibv_destroy_srq drops them.
     Status destroy();
@@ -458,7 +464,8 @@ struct QpInitAttr {
     QpType type = QpType::rc;
     QpCaps caps{};
     bool signal_all = false; // every send WR completes, as if flagged send_signaled
-    // Receive WRs come from this SRQ (same context and queue group as the CQs); caps.max_recv_wr
+    // Receive WRs come from this SRQ (same context, and the CQs' queue group unless the SRQ is for
+    // any_queue_group); caps.max_recv_wr
     // and max_recv_sge are then ignored.
     SharedReceiveQueue* srq = nullptr;
 };
@@ -558,7 +565,8 @@ public:
                                       std::uint64_t request_id = 0, int event_fd = -1);
     // With a request id it may pend; the completion (ControlOp::create_qp) carries the QPN.
     Result<QueuePair> create_qp(const QpInitAttr& init, std::uint64_t request_id = 0);
-    // ibv_create_srq on `pd`, in queue group `queue_group` (where its QPs' CQs must be). Never
+    // ibv_create_srq on `pd`, in queue group `queue_group` (where its QPs' CQs must be), or for
+    // QPs of every group with any_queue_group (SharedReceiveQueue above). Never
     // pends: nothing of the group sees the SRQ before a QP is created with it. not_supported on a
     // device without SRQs; invalid_parameter for caps beyond the device's (max_srq_wr, max_sge).
     Result<SharedReceiveQueue> create_srq(ProtectionDomain& pd, const SrqCaps& caps,

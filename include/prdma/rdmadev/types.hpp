@@ -17,6 +17,8 @@ using DeviceId = std::uint16_t;
 inline constexpr DeviceId invalid_device = 0xffff;
 inline constexpr unsigned max_devices = PRDMA_MAX_DEVICES;
 inline constexpr unsigned max_queue_groups = PRDMA_MAX_QUEUE_GROUPS;
+// An object every queue group uses (Context::create_srq): not a group of its own.
+inline constexpr std::uint16_t any_queue_group = 0xffff;
 
 using mem::AccessFlags;
 

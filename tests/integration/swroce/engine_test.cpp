@@ -1616,6 +1616,136 @@ TEST_F(QueueGroupEngineTest, AGroupPolledByItsOwnThread) {
     EXPECT_GT(counter(*b_, "steering_misses"), 0U);
 }
 
+// An SRQ for any_queue_group: b's QPs on groups 0 and 1, each group driven by a thread of its own,
+// take from it at the same time while the main thread posts to it and resizes it. Every receive
+// is taken once, every SEND lands whole in one, and each QP's SENDs land in order.
+TEST_F(QueueGroupEngineTest, AnSrqSharedByGroupsIsTakenFromByEachGroupsThreadOnce) {
+    auto cq0 = b_->context.create_cq(4096, 0);
+    ASSERT_TRUE(cq0.ok()) << cq0.error().to_string();
+    auto created = b_->context.create_srq(b_->pd, {32, 1}, any_queue_group);
+    ASSERT_TRUE(created.ok()) << created.error().to_string();
+    SharedReceiveQueue srq = std::move(created.value());
+    EXPECT_EQ(srq.queue_group(), any_queue_group);
+    const std::array<CompletionQueue*, 2> cqs{&cq0.value(), &b_->cq};
+    std::array<QueuePair, 2> served;
+    std::array<QueuePair, 2> clients;
+    for (std::size_t g = 0; g < 2; ++g) {
+        QpInitAttr init;
+        init.pd = &b_->pd;
+        init.send_cq = cqs[g];
+        init.recv_cq = cqs[g];
+        init.srq = &srq;
+        auto qp = b_->context.create_qp(init);
+        ASSERT_TRUE(qp.ok()) << qp.error().to_string();
+        served[g] = std::move(qp.value());
+        clients[g] = make_qp(*a_);
+        connect_qp(clients[g], *b_, served[g], pair_->gid_b());
+        connect_qp(served[g], *a_, clients[g], pair_->gid_a());
+    }
+    {
+        // An SRQ of one group still serves that group's QPs only.
+        auto single = b_->context.create_srq(b_->pd, {8, 1}, 0);
+        ASSERT_TRUE(single.ok()) << single.error().to_string();
+        QpInitAttr init;
+        init.pd = &b_->pd;
+        init.send_cq = &b_->cq;
+        init.recv_cq = &b_->cq;
+        init.srq = &single.value();
+        EXPECT_EQ(b_->context.create_qp(init).code(), StatusCode::invalid_parameter);
+    }
+    constexpr std::uint32_t messages = 2000;
+    constexpr std::uint32_t length = 64;
+    constexpr std::uint64_t landing = 65536;
+    fill(*a_, 0, std::size_t{messages} * length, 41);
+    for (std::uint64_t k = 0; k < messages; ++k) {
+        std::memcpy(a_->data() + k * length, &k, sizeof(k)); // each SEND says which it is
+    }
+    std::atomic<bool> stop{false};
+    std::atomic<int> claimed{0};
+    std::array<std::vector<WorkCompletion>, 2> taken;
+    const auto drive = [&](std::size_t g) {
+        WorkCompletion wc[16];
+        std::uint16_t n = poll_cq(*cqs[g], {wc, 16}); // claims the group
+        ++claimed;
+        while (!stop.load()) {
+            taken[g].insert(taken[g].end(), wc, wc + n);
+            n = poll_cq(*cqs[g], {wc, 16});
+        }
+        taken[g].insert(taken[g].end(), wc, wc + n);
+    };
+    std::array<std::thread, 2> owners{std::thread(drive, 0), std::thread(drive, 1)};
+    while (claimed.load() < 2) {
+        std::this_thread::yield();
+    }
+    std::uint32_t posted = 0;
+    std::uint32_t sent = 0;
+    std::size_t done = 0;
+    std::size_t failed = 0;
+    bool resized = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    WorkCompletion wc[32];
+    ControlCompletion control[4];
+    while (done < messages && std::chrono::steady_clock::now() < deadline) {
+        for (; posted < messages; ++posted) {
+            RecvWr wr;
+            wr.wr_id = posted;
+            wr.num_sge = 1;
+            wr.sge = {b_->addr() + landing + std::uint64_t{posted} * length, length, b_->mr.lkey()};
+            if (post_srq_recv(srq, {&wr, 1}).posted == 0) {
+                break;
+            }
+        }
+        if (!resized && posted >= messages / 2) {
+            ASSERT_TRUE(srq.resize(128).ok()) << "while both groups take";
+            resized = true;
+        }
+        // A SEND only once a receive waits for it: no RNR NAK to slow the test.
+        if (sent < posted) {
+            SendWr wr = send_wr(*a_, WrOpcode::send, std::uint64_t{sent} * length, length);
+            wr.wr_id = sent;
+            sent += post_send(clients[sent % 2], {&wr, 1});
+        }
+        const std::uint16_t n = poll_cq(a_->cq, {wc, 32});
+        for (std::uint16_t i = 0; i < n; ++i) {
+            failed += wc[i].status == WcStatus::success ? 0 : 1;
+        }
+        done += n;
+        (void)a_->context.poll_control(control); // b's answers arrive on a's group 1 too
+    }
+    stop = true;
+    for (std::thread& owner : owners) {
+        owner.join();
+    }
+    for (int i = 0; i < 100; ++i) { // what is still in flight, before the ports close
+        (void)poll_cq(a_->cq, {wc, 32});
+        (void)a_->context.poll_control(control);
+    }
+    ASSERT_EQ(done, messages);
+    ASSERT_EQ(failed, 0U);
+    std::set<std::uint64_t> receives;
+    std::set<std::uint64_t> landed;
+    for (std::size_t g = 0; g < 2; ++g) {
+        EXPECT_EQ(taken[g].size(), messages / 2) << "group " << g;
+        std::optional<std::uint64_t> previous;
+        for (const WorkCompletion& got : taken[g]) {
+            ASSERT_EQ(got.status, WcStatus::success) << wc_status_name(got.status);
+            EXPECT_EQ(got.qpn, served[g].qpn());
+            EXPECT_TRUE(receives.insert(got.wr_id).second) << "receive " << got.wr_id << " twice";
+            std::uint64_t k = 0;
+            const std::uint8_t* at = b_->data() + landing + got.wr_id * length;
+            std::memcpy(&k, at, sizeof(k));
+            ASSERT_LT(k, messages);
+            EXPECT_EQ(k % 2, g) << "SENDs of client " << g << " land on its QP";
+            EXPECT_TRUE(!previous || k > *previous) << "QP " << g << " in order";
+            previous = k;
+            EXPECT_TRUE(landed.insert(k).second) << "SEND " << k << " twice";
+            EXPECT_EQ(std::memcmp(at, a_->data() + k * length, length), 0) << "SEND " << k;
+        }
+    }
+    EXPECT_EQ(receives.size(), messages);
+    EXPECT_EQ(landed.size(), messages);
+}
+
 TEST_F(QueueGroupEngineTest, AQpMadeThroughTheOwnerCarriesTrafficSteeredByQpn) {
     // b's group 1 belongs to a thread of its own. A new QP there is created, connected and
     // destroyed through that owner (pending requests); a's frames for it arrive on b's group 0,
@@ -2697,9 +2827,17 @@ TEST_F(SrqEngineTest, AResizedSrqKeepsWhatItHeldAndGivesReceivesOutInOrder) {
     EXPECT_EQ(srq_.caps().max_wr, 64U) << "rounded up as at creation";
     post_many(20);
     EXPECT_EQ(srq_.outstanding().value(), 36U);
-    for (const WorkCompletion& wc : take(36)) {
+    // The limit counts every ring: 16 left after 20 more, spread over three rings, is not below
+    // 10, though the oldest ring is empty by then.
+    ASSERT_TRUE(srq_.arm_limit(10).ok());
+    for (const WorkCompletion& wc : take(20)) {
         received.push_back(wc);
     }
+    EXPECT_TRUE(srq_events().empty()) << "16 held";
+    for (const WorkCompletion& wc : take(16)) {
+        received.push_back(wc);
+    }
+    EXPECT_EQ(srq_events().size(), 1U);
     ASSERT_EQ(received.size(), 38U);
     std::map<std::uint32_t, std::vector<std::uint64_t>> per_qp;
     for (const WorkCompletion& wc : received) {
@@ -2732,11 +2870,23 @@ TEST_F(SrqEngineTest, AResizeThatWouldLoseWhatTheSrqHoldsIsRefused) {
     EXPECT_EQ(srq_.resize(5).code(), StatusCode::invalid_parameter) << "6 held";
     EXPECT_EQ(srq_.resize(1U << 30).code(), StatusCode::invalid_parameter) << "beyond max_qp_wr";
     EXPECT_EQ(srq_.caps().max_wr, 8U) << "unchanged";
-    ASSERT_TRUE(srq_.arm_limit(7).ok());
-    EXPECT_EQ(srq_.resize(6).code(), StatusCode::invalid_parameter) << "below the armed limit";
     ASSERT_TRUE(srq_.resize(7).ok());
     EXPECT_EQ(srq_.caps().max_wr, 8U) << "7 rounds up to the ring it has: no new ring";
-    EXPECT_EQ(srq_.outstanding().value(), 6U);
+    for (int i = 0; i < 4; ++i) {
+        send_on(i % 2, 0, 16);
+    }
+    ASSERT_EQ(wait(*b_, 4).size(), 4U);
+    // 2 held. The limit is checked against the size the SRQ gets (rounded up, as arm_limit's is
+    // against the size it has), and with a new limit given, against that one.
+    ASSERT_TRUE(srq_.arm_limit(7).ok());
+    EXPECT_EQ(srq_.resize(3).code(), StatusCode::invalid_parameter) << "4 below the limit of 7";
+    EXPECT_EQ(srq_.resize(2, 3).code(), StatusCode::invalid_parameter) << "2 below the new 3";
+    EXPECT_EQ(srq_.caps().max_wr, 8U) << "nothing changed";
+    EXPECT_EQ(srq_.limit().value(), 7U) << "nothing changed";
+    ASSERT_TRUE(srq_.resize(3, 2).ok());
+    EXPECT_EQ(srq_.caps().max_wr, 4U);
+    EXPECT_EQ(srq_.limit().value(), 2U);
+    EXPECT_EQ(srq_.outstanding().value(), 2U);
 }
 
 TEST_F(SrqEngineTest, BadUseIsRefusedWithAReason) {

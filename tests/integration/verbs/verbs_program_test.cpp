@@ -651,6 +651,18 @@ TEST_F(VerbsProgram, OneSrqServesTwoQpsAndRaisesItsLimitOnce) {
     ASSERT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), 0);
     ASSERT_EQ(ibv_query_srq(srq, &attr), 0);
     EXPECT_EQ(attr.max_wr, resized);
+    // Both at once: the new limit is checked against the new size, and a refusal changes nothing.
+    attr.max_wr = srq_init.attr.max_wr;
+    attr.srq_limit = srq_init.attr.max_wr + 1;
+    EXPECT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT), EINVAL);
+    ASSERT_EQ(ibv_query_srq(srq, &attr), 0);
+    EXPECT_EQ(attr.max_wr, resized);
+    EXPECT_EQ(attr.srq_limit, 0U);
+    attr.max_wr = resized;
+    attr.srq_limit = 2;
+    ASSERT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT), 0);
+    ASSERT_EQ(ibv_query_srq(srq, &attr), 0);
+    EXPECT_EQ(attr.srq_limit, 2U);
     const std::uint32_t held = posted - 4;
     for (std::uint32_t i = posted; i < posted + resized - held + 1; ++i) {
         ibv_sge sge{.addr = reinterpret_cast<std::uintptr_t>(buf.data()) + 64U * i,
