@@ -33,8 +33,7 @@ std::uint32_t outstanding_from(const SrqRing* from) noexcept {
     std::uint32_t total = 0;
     for (const SrqRing* ring = from; ring != nullptr;
          ring = ring->next.load(std::memory_order_acquire)) {
-        // Read beside both sides: a post and a take between size()'s two loads can make it wrap.
-        total += std::min(ring->wqes.size(), ring->wqes.capacity());
+        total += std::min(ring->wqes.snapshot_size(), ring->wqes.capacity());
     }
     return total;
 }

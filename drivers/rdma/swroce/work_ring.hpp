@@ -3,7 +3,9 @@
 // application thread posting to a send queue that a service lcore's engine consumes, or reaping a
 // CQ the engine fills (progress=service). The producer fills next_slot() and publishes it with
 // push(); the consumer reads front()/at() and gives slots back with pop(). On x86 the acquire
-// loads and release stores are plain moves: no locked instruction on either side.
+// loads and release stores are plain moves: no locked instruction on either side. A ring with
+// several consumers (an SRQ shared by queue groups) takes with take_shared() alone, one
+// compare-and-swap per entry.
 #pragma once
 
 #include <atomic>
@@ -46,6 +48,12 @@ public:
         return tail_.load(std::memory_order_acquire) - head_.load(std::memory_order_relaxed);
     }
     [[nodiscard]] bool empty() const noexcept { return size() == 0; }
+    // For any thread, beside any consumers: the head read first, so a take between the two loads
+    // cannot make the difference wrap (a post between them may count one more).
+    [[nodiscard]] std::uint32_t snapshot_size() const noexcept {
+        const std::uint32_t head = head_.load(std::memory_order_acquire);
+        return tail_.load(std::memory_order_acquire) - head;
+    }
     [[nodiscard]] bool full() const noexcept {
         return tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_acquire) ==
                capacity();

@@ -286,6 +286,7 @@ public:
 
     explicit operator bool() const noexcept { return srq_ != nullptr; }
     [[nodiscard]] std::uint32_t srqn() const;
+    // The group it serves, or any_queue_group.
     [[nodiscard]] std::uint16_t queue_group() const;
     // What it holds: max_wr rounded up to its ring's size, at creation or the last resize.
     [[nodiscard]] SrqCaps caps() const;
@@ -304,7 +305,7 @@ public:
     // the device's max_qp_wr, below what it holds now or below the limit (the new one or the one
     // armed); not_supported without cap_srq_resize. Call it where post_srq_recv is called (the
     // SRQ's one producer), never beside a post. Rings a resize leaves behind are freed at the
-    // next resize once drained, or with the SRQ.
+    // next resize once drained (one group's SRQ) or with the SRQ (one for any_queue_group).
     Status resize(std::uint32_t max_wr, std::optional<std::uint32_t> limit = std::nullopt);
     // Busy while QPs use it. Receive WRs still in it are dropped without completions, as verbs'
     // ibv_destroy_srq drops them.

@@ -2887,6 +2887,11 @@ TEST_F(SrqEngineTest, AResizeThatWouldLoseWhatTheSrqHoldsIsRefused) {
     EXPECT_EQ(srq_.caps().max_wr, 4U);
     EXPECT_EQ(srq_.limit().value(), 2U);
     EXPECT_EQ(srq_.outstanding().value(), 2U);
+    // A limit of 4 fits the 4 the SRQ holds: asking for 3 again gets those 4, limit and all.
+    ASSERT_TRUE(srq_.arm_limit(4).ok());
+    ASSERT_TRUE(srq_.resize(3).ok());
+    EXPECT_EQ(srq_.caps().max_wr, 4U);
+    EXPECT_EQ(srq_.limit().value(), 4U);
 }
 
 TEST_F(SrqEngineTest, BadUseIsRefusedWithAReason) {
