@@ -72,8 +72,8 @@ Status Session::create_qp() {
     init.caps.max_recv_wr = recv_slots;
     init.caps.max_inline_data = max_inline_;
     if (!srqs_.empty()) {
-        init.srq =
-            &srqs_[lcore_index]; // receives from the lcore's SRQ: no receive queue of its own
+        // Receives come from the lcore's SRQ: the QP has no receive queue of its own.
+        init.srq = &srqs_[lcore_index];
     }
     const std::uint64_t id = next_request();
     Result<rdma::QueuePair> qp = context_->create_qp(init, id);
