@@ -576,8 +576,8 @@ TEST_F(VerbsProgram, OneSrqServesTwoQpsAndRaisesItsLimitOnce) {
     connect(a_, a[1].qp, b_, qps[1]);
     connect(b_, qps[1], a_, a[1].qp);
 
-    constexpr int posted = 8;
-    for (int i = 0; i < posted; ++i) {
+    // Receive i lands at 64 * i of buf and completes as 200 + i; on `qp`, its own queue.
+    const auto post_receive = [&](std::uint32_t i, ibv_qp* qp = nullptr) {
         ibv_sge sge{.addr = reinterpret_cast<std::uintptr_t>(buf.data()) + 64U * i,
                     .length = 64,
                     .lkey = mr->lkey};
@@ -586,12 +586,16 @@ TEST_F(VerbsProgram, OneSrqServesTwoQpsAndRaisesItsLimitOnce) {
         wr.sg_list = &sge;
         wr.num_sge = 1;
         ibv_recv_wr* bad = nullptr;
-        ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
-        if (i == 0) {
-            EXPECT_EQ(ibv_post_recv(qps[0], &wr, &bad), EINVAL) << "a QP on an SRQ";
-            EXPECT_EQ(bad, &wr);
-        }
+        const int error =
+            qp == nullptr ? ibv_post_srq_recv(srq, &wr, &bad) : ibv_post_recv(qp, &wr, &bad);
+        EXPECT_EQ(bad, error == 0 ? nullptr : &wr);
+        return error;
+    };
+    constexpr std::uint32_t posted = 8;
+    for (std::uint32_t i = 0; i < posted; ++i) {
+        ASSERT_EQ(post_receive(i), 0);
     }
+    EXPECT_EQ(post_receive(posted, qps[0]), EINVAL) << "a QP on an SRQ";
     ibv_srq_attr attr{};
     attr.srq_limit = 6;
     ASSERT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT), 0);
@@ -665,16 +669,8 @@ TEST_F(VerbsProgram, OneSrqServesTwoQpsAndRaisesItsLimitOnce) {
     EXPECT_EQ(attr.srq_limit, 2U);
     const std::uint32_t held = posted - 4;
     for (std::uint32_t i = posted; i < posted + resized - held + 1; ++i) {
-        ibv_sge sge{.addr = reinterpret_cast<std::uintptr_t>(buf.data()) + 64U * i,
-                    .length = 64,
-                    .lkey = mr->lkey};
-        ibv_recv_wr wr{};
-        wr.wr_id = 200U + i;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        ibv_recv_wr* bad = nullptr;
         const bool fits = i < posted + resized - held;
-        ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), fits ? 0 : ENOMEM) << "receive " << i;
+        ASSERT_EQ(post_receive(i), fits ? 0 : ENOMEM) << "receive " << i;
     }
     for (std::uint32_t n = 4; n < posted + resized - held; ++n) {
         send(static_cast<int>(n));
