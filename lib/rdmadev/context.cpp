@@ -123,9 +123,9 @@ Status Context::close() {
     const Resources& held = state_->resources;
     if (held.total() > 0) {
         return Error(StatusCode::busy,
-                     strformat("the client still holds %u PDs, %u CQs, %u QPs, %u SRQs and %u "
-                               "MRs; release them first",
-                               held.pds, held.cqs, held.qps, held.srqs, held.mrs));
+                     strformat("the client still holds %u PDs, %u CQs, %u QPs, %u SRQs, %u "
+                               "address handles and %u MRs; release them first",
+                               held.pds, held.cqs, held.qps, held.srqs, held.ahs, held.mrs));
     }
     state_.reset();
     return {};

@@ -198,6 +198,14 @@ Status Context::make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t re
     if (Status parts = check_qp_parts(init, *state_); !parts.ok()) {
         return parts;
     }
+    if (init.type != QpType::rc && init.type != QpType::ud) {
+        return Error(StatusCode::invalid_parameter, strformat("QP type %u: RC (2) and UD (4) exist",
+                                                              static_cast<unsigned>(init.type)));
+    }
+    if (init.type == QpType::ud && !detail::device_attr(*dev).capability_flags.has(cap_ud)) {
+        return Error(StatusCode::not_supported,
+                     strformat("%s has no unreliable datagrams", dev->config.name.c_str()));
+    }
     PdObject* pd = init.pd->pd_;
     CqObject* send_cq = init.send_cq->cq_;
     CqObject* recv_cq = init.recv_cq->cq_;

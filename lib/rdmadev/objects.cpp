@@ -237,6 +237,9 @@ void finish_request(ContextState& context, const driver::ControlToken& token, St
     case ControlOp::deregister_mr:
         finish_deregister(static_cast<MrObject*>(object));
         break;
+    case ControlOp::create_ah:
+        finish_create_ah(static_cast<AhObject*>(object), status);
+        break;
     case ControlOp::open_context:
     case ControlOp::close_context:
         break;
@@ -284,6 +287,9 @@ void merge_qp_attr(QpAttr& current, const QpAttr& attr, QpAttrMask mask) {
     }
     if (mask.has(qp_attr_max_rd_atomic)) {
         current.max_rd_atomic = attr.max_rd_atomic;
+    }
+    if (mask.has(qp_attr_qkey)) {
+        current.qkey = attr.qkey;
     }
     if (mask.has(qp_attr_max_dest_rd_atomic)) {
         current.max_dest_rd_atomic = attr.max_dest_rd_atomic;

@@ -27,7 +27,7 @@ struct SrqObject;
 
 struct PendingRequest {
     driver::ControlToken token;
-    void* object = nullptr; // CqObject, QpObject or MrObject, by token.op
+    void* object = nullptr; // CqObject, QpObject, MrObject or AhObject, by token.op
 };
 
 struct ContextState : std::enable_shared_from_this<ContextState> {
@@ -84,10 +84,11 @@ struct PdObject {
     std::uint32_t mrs = 0;
     std::uint32_t caches = 0; // registration caches over this PD (create_registration_cache)
     std::uint32_t srqs = 0;
+    std::uint32_t ahs = 0;
     bool handle_dropped = false; // destroyed by its handle while children lived: free with the last
 
     [[nodiscard]] bool has_children() const noexcept {
-        return qps > 0 || mrs > 0 || caches > 0 || srqs > 0;
+        return qps > 0 || mrs > 0 || caches > 0 || srqs > 0 || ahs > 0;
     }
 };
 
@@ -132,6 +133,15 @@ struct QpObject {
     bool destroying = false;     // destroy returned pending; the context frees it on completion
 };
 
+struct AhObject {
+    std::shared_ptr<ContextState> context;
+    PdObject* pd = nullptr;
+    void* driver = nullptr; // null after a failed creation
+    AhAttr attr{};
+    bool creating = false;       // create returned pending
+    bool handle_dropped = false; // dropped while creating: destroyed once created
+};
+
 struct MrObject {
     std::shared_ptr<ContextState> context;
     PdObject* pd = nullptr;
@@ -153,6 +163,9 @@ void free_qp(QpObject* qp);
 Status destroy_cq_object(CqObject* cq, std::uint64_t request_id);
 Status destroy_qp_object(QpObject* qp, std::uint64_t request_id);
 Status release_mr_object(MrObject* mr, std::uint64_t request_id);
+// Unlinks an address handle from its PD and context and tells the driver (never pending).
+void free_ah(AhObject* ah);
+void finish_create_ah(AhObject* ah, StatusCode status);
 
 // Records a request the driver is about to see, so a completion (even one made before the driver
 // returns) finds its object; forgotten again unless the driver says pending.

@@ -77,8 +77,9 @@ Status ProtectionDomain::destroy() {
     }
     if (pd_->has_children()) {
         return Error(StatusCode::busy,
-                     strformat("PD %u still has %u QPs, %u SRQs, %u MRs and %u registration caches",
-                               pd_->id, pd_->qps, pd_->srqs, pd_->mrs, pd_->caches));
+                     strformat("PD %u still has %u QPs, %u SRQs, %u MRs, %u address handles and %u "
+                               "registration caches",
+                               pd_->id, pd_->qps, pd_->srqs, pd_->mrs, pd_->ahs, pd_->caches));
     }
     std::unique_ptr<PdObject> owned(std::exchange(pd_, nullptr));
     --owned->context->resources.pds;

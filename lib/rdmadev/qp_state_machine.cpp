@@ -14,12 +14,47 @@ constexpr QpAttrMask rts_required = qp_attr_sq_psn | qp_attr_timeout | qp_attr_r
 constexpr QpAttrMask rts_optional =
     qp_attr_cur_state | qp_attr_access_flags | qp_attr_min_rnr_timer;
 
+// A UD QP has no peer, no PSN to expect and nothing to retry: RESET -> INIT takes its Q_Key,
+// RTR -> RTS its send PSN, and the Q_Key may change in every later transition (IBTA 11.2.5 table
+// for UD; what rxe and ibv_ud_pingpong do).
+TransitionRule ud_transition_rule(QpState from, QpState to) {
+    constexpr QpAttrMask later = qp_attr_qkey;
+    switch (from) {
+    case QpState::reset:
+        return to == QpState::init ? TransitionRule{true, qp_attr_port | qp_attr_qkey, {}}
+                                   : TransitionRule{};
+    case QpState::init:
+        if (to == QpState::init) {
+            return {true, {}, qp_attr_port | qp_attr_qkey};
+        }
+        return to == QpState::rtr ? TransitionRule{true, {}, later} : TransitionRule{};
+    case QpState::rtr:
+        return to == QpState::rts ? TransitionRule{true, qp_attr_sq_psn, later | qp_attr_cur_state}
+                                  : TransitionRule{};
+    case QpState::rts:
+    case QpState::sqd:
+        if (to == QpState::rts || to == QpState::sqd) {
+            return {true, {}, later | qp_attr_cur_state};
+        }
+        return {};
+    case QpState::sqe:
+        return to == QpState::rts ? TransitionRule{true, {}, later | qp_attr_cur_state}
+                                  : TransitionRule{};
+    case QpState::err:
+        break;
+    }
+    return {};
+}
+
 } // namespace
 
-TransitionRule transition_rule(QpState from, QpState to) {
+TransitionRule transition_rule(QpState from, QpState to, QpType type) {
     // Any state may go to RESET or ERR with nothing else (IBTA 11.2.5).
     if (to == QpState::reset || to == QpState::err) {
         return {true, {}, {}};
+    }
+    if (type == QpType::ud) {
+        return ud_transition_rule(from, to);
     }
     switch (from) {
     case QpState::reset:
@@ -70,8 +105,8 @@ TransitionRule transition_rule(QpState from, QpState to) {
     return {};
 }
 
-std::string check_transition(QpState from, QpState to, QpAttrMask mask) {
-    const TransitionRule rule = transition_rule(from, to);
+std::string check_transition(QpState from, QpState to, QpAttrMask mask, QpType type) {
+    const TransitionRule rule = transition_rule(from, to, type);
     if (!rule.legal) {
         return strformat("%s -> %s is not a legal queue-pair transition",
                          std::string(qp_state_name(from)).c_str(),
@@ -109,6 +144,7 @@ std::string qp_attr_mask_names(QpAttrMask mask) {
         {qp_attr_max_rd_atomic, "max_rd_atomic"},
         {qp_attr_max_dest_rd_atomic, "max_dest_rd_atomic"},
         {qp_attr_cur_state, "cur_state"},
+        {qp_attr_qkey, "qkey"},
     };
     std::string text;
     for (const auto& [bit, name] : names) {
@@ -117,7 +153,7 @@ std::string qp_attr_mask_names(QpAttrMask mask) {
             text += name;
         }
     }
-    if ((mask.bits() & ~0x7fffU) != 0) {
+    if ((mask.bits() & ~0xffffU) != 0) {
         text += text.empty() ? "unknown bits" : "|unknown bits";
     }
     return text;

@@ -129,11 +129,12 @@ Status QueuePair::modify(const QpAttr& attr, QpAttrMask mask, std::uint64_t requ
     const QpState to = mask.has(qp_attr_state) ? attr.state : from;
     if (!mask.has(qp_attr_state)) {
         // Changing attributes without a state change is the to == from transition.
-        if (std::string problem = check_transition(from, from, mask | qp_attr_state);
+        if (std::string problem = check_transition(from, from, mask | qp_attr_state, qp_->type);
             !problem.empty()) {
             return Error(StatusCode::invalid_parameter, problem);
         }
-    } else if (std::string problem = check_transition(from, to, mask); !problem.empty()) {
+    } else if (std::string problem = check_transition(from, to, mask, qp_->type);
+               !problem.empty()) {
         return Error(StatusCode::invalid_parameter, problem);
     }
     if (mask.has(qp_attr_port) && (attr.port == 0 || attr.port > dev->config.port_count)) {

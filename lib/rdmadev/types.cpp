@@ -68,6 +68,16 @@ std::string_view qp_state_name(QpState state) {
     return "unknown";
 }
 
+std::string_view qp_type_name(QpType type) {
+    switch (type) {
+    case QpType::rc:
+        return "RC";
+    case QpType::ud:
+        return "UD";
+    }
+    return "unknown";
+}
+
 std::string_view control_op_name(ControlOp op) {
     switch (op) {
     case ControlOp::open_context:
@@ -88,6 +98,8 @@ std::string_view control_op_name(ControlOp op) {
         return "create_cq";
     case ControlOp::deregister_mr:
         return "deregister_mr";
+    case ControlOp::create_ah:
+        return "create_ah";
     }
     return "unknown";
 }

@@ -37,8 +37,11 @@ struct SwroceCounters {
     std::uint64_t rx_bad_frame = 0; // failed lib/roce parsing (bad ICRC included)
     std::uint64_t rx_bad_icrc = 0;
     std::uint64_t rx_unknown_qp = 0;
-    std::uint64_t rx_wrong_transport = 0; // UD opcodes to an RC QP
+    std::uint64_t rx_wrong_transport = 0; // UD opcodes to an RC QP, or RC ones to a UD QP
     std::uint64_t rx_wrong_source = 0;    // not from the QP's connected peer
+    std::uint64_t rx_qkey_violations = 0; // UD SENDs whose Q_Key is not the QP's: dropped
+    std::uint64_t rx_ud_dropped = 0;      // UD SENDs with no receive posted, or to a QP in ERR
+    std::uint64_t rx_ud_too_long = 0;     // UD SENDs longer than the receive (local length error)
     std::uint64_t rx_bad_ack = 0;         // an ACK/response for a PSN never sent
     std::uint64_t duplicates = 0;
     std::uint64_t naks_sent = 0;
@@ -80,6 +83,9 @@ void for_each_counter(Visit&& visit, Counters&... c) {
     visit("rx_unknown_qp", c.rx_unknown_qp...);
     visit("rx_wrong_transport", c.rx_wrong_transport...);
     visit("rx_wrong_source", c.rx_wrong_source...);
+    visit("rx_qkey_violations", c.rx_qkey_violations...);
+    visit("rx_ud_dropped", c.rx_ud_dropped...);
+    visit("rx_ud_too_long", c.rx_ud_too_long...);
     visit("rx_bad_ack", c.rx_bad_ack...);
     visit("rx_not_handled", c.rx_not_handled...);
     visit("rx_dropped_injected", c.rx_faults.dropped...);

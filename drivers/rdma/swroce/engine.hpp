@@ -60,6 +60,14 @@ struct Payload {
 };
 
 // ---- tx.cpp ----
+// Per-QP UDP source port: ECMP entropy, as rxe and RoCE NICs spread flows.
+inline std::uint16_t udp_source_port(const SwroceQp& qp) noexcept {
+    return static_cast<std::uint16_t>(0xc000U | (qp.qpn & 0x3fffU));
+}
+// Every header of this device's frames towards `gid` at `mac` up to the UDP header (source port
+// and BTH left to the caller).
+roce::FrameHeaders headers_towards(const SwroceDevice& dev, const rdma::Gid& gid,
+                                   const MacAddress& mac) noexcept;
 // The BTH of a packet of `qp` towards its peer; emit adds the rest from the QP's template.
 roce::TransportHeaders headers_for(const SwroceQp& qp, roce::Opcode opcode,
                                    std::uint32_t psn) noexcept;
@@ -84,6 +92,10 @@ struct RequestPacket {
 // the lengths, the BTH fields and the extension headers written in place, no header build.
 bool emit_request(SwroceQp& qp, TxBatch& tx, const SendWqe& wqe,
                   const RequestPacket& packet) noexcept;
+// A UD WQE's one datagram: `h` (BTH, DETH, immediate) behind the headers it copied from its AH,
+// the sending QP's UDP source port, the whole message as payload.
+bool emit_datagram(SwroceQp& qp, TxBatch& tx, const SendWqe& wqe,
+                   const roce::TransportHeaders& h) noexcept;
 // Sends a batch; what the port refuses waits in the group's backlog. False: the backlog is not
 // empty, so make no new frames until it is.
 bool transmit(SwroceDevice& dev, unsigned group, TxBatch& tx) noexcept;
@@ -109,6 +121,9 @@ void fail_in_order(SwroceQp& qp, SendWqe& wqe, rdma::WcStatus status) noexcept;
 SendWqe* wqe_holding(SwroceQp& qp, std::uint32_t psn) noexcept;
 
 // ---- requester.cpp ----
+// Checks every SGE's lkey once, when the WQE is first transmitted; false (the WQE's local_status
+// says why) when one is refused.
+bool check_send_keys(SwroceQp& qp, SendWqe& wqe) noexcept;
 // Transmits what the send queue holds beyond what is already on the wire.
 void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept;
 // Runs the FAST_REG / LOCAL_INV WRs that stand where the requester is, without transmitting: a
@@ -116,6 +131,9 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept;
 void run_local_at_post(SwroceQp& qp) noexcept;
 
 // ---- responder.cpp ----
+// Scatters `payload` into the receive WQE the QP holds, from resp.recv_offset on; false when it
+// does not fit or a receive lkey is refused (a local length or protection error).
+bool place_in_receive(SwroceQp& qp, std::span<const std::uint8_t> payload) noexcept;
 // One packet for the responder of `qp` (a request: SEND, WRITE, READ, atomic).
 void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept;
 // The coalesced ACK or NAK the responder owes.
@@ -126,6 +144,17 @@ void send_responses(SwroceQp& qp, TxBatch& tx) noexcept;
 // ---- completer.cpp ----
 // One ACK, NAK, READ response or atomic ACK for the requester of `qp`.
 void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) noexcept;
+
+// ---- ud.cpp ----
+// Why a UD WR cannot be taken (invalid_parameter), or ok: SEND or SEND with immediate only, to a
+// ready AH of the QP's PD, of one packet at most.
+StatusCode admit_ud(const SwroceQp& qp, const rdma::SendWr& wr) noexcept;
+// What a taken UD WR keeps of its AH: the datagram's headers.
+void fill_ud(const rdma::SendWr& wr, SendWqe& wqe) noexcept;
+// The UD requester: each WQE one datagram, completed once it is in the batch.
+void run_ud_requester(SwroceQp& qp, TxBatch& tx) noexcept;
+// One UD SEND for `qp`: its Q_Key checked, the GRH and payload placed in the next receive.
+void receive_datagram(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept;
 
 // ---- retransmit.cpp ----
 std::uint64_t transport_timeout_cycles(const SwroceQp& qp) noexcept;

@@ -1,8 +1,9 @@
-// An swroce RC queue pair: its send and receive queues, its CQs, and the state each engine role
-// keeps on it (requester, completer, retransmission, responder). Every field has one owner role
-// and one copy. Its configuration (the peer's GID, MAC and QPN, timers, limits) is the class's
-// block (QpInit::attr), written here only by apply_modify; its state is a runtime fact of its own.
-// Internal to the driver.
+// An swroce queue pair (RC, or UD: ud.cpp): its send and receive queues, its CQs, and the state
+// each engine role keeps on it (requester, completer, retransmission, responder). Every field has
+// one owner role and one copy. Its configuration (the peer's GID, MAC and QPN, timers, limits) is
+// the class's block (QpInit::attr), written here only by apply_modify (and by create_qp, before
+// the QP is published, for a UD QP's path MTU: the port's); its state is a runtime fact of its
+// own. Internal to the driver.
 #pragma once
 
 #include <array>
@@ -76,8 +77,11 @@ struct SendWqe {
     rdma::Sge* sge_store = nullptr;              // max_send_sge > 1
     const mem::KeyEntry** entry_store = nullptr; // max_send_sge > 1
     std::uint8_t* inline_store = nullptr;        // max_inline_data > 0
-    std::uint32_t length = 0;                    // message bytes
-    std::uint32_t first_psn = 0;                 // assigned when first transmitted
+    // A UD QP's: the datagram's Ethernet, IP and UDP headers, copied from its AH at post (so the
+    // AH may go once the post returns, as a NIC copies the address vector into its WQE).
+    roce::HeaderTemplate* ud_headers = nullptr;
+    std::uint32_t length = 0;    // message bytes
+    std::uint32_t first_psn = 0; // assigned when first transmitted
     std::uint32_t psn_span = 0;
     std::uint32_t next_packet = 0; // next packet of this WQE to (re)transmit
     std::uint32_t responses = 0;   // response packets placed in order (READ, atomic ACK)
@@ -271,7 +275,8 @@ struct WqeStores {
     std::unique_ptr<const mem::KeyEntry*[]> send_entries;
     std::unique_ptr<std::uint8_t[]> inline_bytes;
     std::unique_ptr<rdma::Sge[]> recv_sges;
-    std::size_t bytes = 0; // what they hold
+    std::unique_ptr<roce::HeaderTemplate[]> ud_headers; // a UD QP's, one per send slot
+    std::size_t bytes = 0;                              // what they hold
 };
 
 struct SwroceQp {
@@ -279,13 +284,14 @@ struct SwroceQp {
     QpCounters counters;
     std::uint32_t qpn = 0;
     std::uint32_t pd = 0;
+    rdma::QpType type = rdma::QpType::rc;
     SwroceCq* send_cq = nullptr;
     SwroceCq* recv_cq = nullptr;
     std::uint16_t queue_group = 0;
     rdma::QpCaps caps{};
     bool signal_all = false;
     // Its peer (GID, MAC, QPN), timers and limits: the class's block (QpInit::attr), written
-    // only by apply_modify on whoever drives the group.
+    // only by apply_modify on whoever drives the group (and by create_qp before it is published).
     rdma::QpAttr* attr = nullptr;
     // The Ethernet, IP and UDP headers of its frames, from `attr` (refresh_tx_headers).
     roce::HeaderTemplate tx_headers;

@@ -19,23 +19,10 @@ namespace prdma::swroce {
 
 namespace {
 
-// Takes the pending RTRs `match` selects out of the device's list, in their order.
-template <typename Match>
-std::vector<PendingRtr> take_pending_rtr(SwroceDevice& dev, Match match) {
-    std::vector<PendingRtr> taken;
-    std::erase_if(dev.pending_rtr, [&](const PendingRtr& p) {
-        if (!match(p)) {
-            return false;
-        }
-        taken.push_back(p);
-        return true;
-    });
-    return taken;
-}
-
 // The QP's queues, each slot pointing at its room in the stores; nothing is kept for SGEs, keys or
 // inline bytes the caps do not allow.
 void make_queues(SwroceQp& qp, const rdma::QpCaps& caps) {
+    const bool ud = qp.type == rdma::QpType::ud;
     qp.receive_queue = WorkRing<RecvWqe>(caps.max_recv_wr);
     qp.send_queue = WorkRing<SendWqe>(caps.max_send_wr);
     const std::uint32_t sends = qp.send_queue.capacity();
@@ -55,8 +42,14 @@ void make_queues(SwroceQp& qp, const rdma::QpCaps& caps) {
     if (recv_sges != 0) {
         stores.recv_sges = std::make_unique<rdma::Sge[]>(std::size_t{recvs} * recv_sges);
     }
+    if (ud) {
+        stores.ud_headers = std::make_unique<roce::HeaderTemplate[]>(sends);
+    }
     for (std::uint32_t i = 0; i < sends; ++i) {
         SendWqe& wqe = qp.send_queue.slot(i);
+        if (ud) {
+            wqe.ud_headers = &stores.ud_headers[i];
+        }
         if (send_sges != 0) {
             wqe.sge_store = &stores.send_sges[std::size_t{i} * send_sges];
             wqe.entry_store = &stores.send_entries[std::size_t{i} * send_sges];
@@ -70,8 +63,11 @@ void make_queues(SwroceQp& qp, const rdma::QpCaps& caps) {
     }
     stores.bytes = std::size_t{sends} *
                        (send_sges * (sizeof(rdma::Sge) + sizeof(mem::KeyEntry*)) + inline_room) +
-                   std::size_t{recvs} * recv_sges * sizeof(rdma::Sge);
+                   std::size_t{recvs} * recv_sges * sizeof(rdma::Sge) +
+                   (ud ? std::size_t{sends} * sizeof(roce::HeaderTemplate) : 0);
 }
+
+} // namespace
 
 // Applies a modify now when this thread may drive the QP's group (ok), or sends it to the owner
 // (pending; the owner's completion carries `token`).
@@ -89,23 +85,6 @@ Status apply_or_send_modify(SwroceDevice& dev, SwroceQp& qp, const QpModify& mod
     }
     return pending_on_owner(qp.queue_group);
 }
-
-// Another thread drives group 0, which ARP belongs to: that thread looks the peer up, or starts
-// the resolution, between two bursts (start_resolution), and the RTR waits as for one started
-// here.
-Status resolve_on_owner(SwroceDevice& dev, SwroceQp& qp, const QpModify& modify, std::uint32_t ip,
-                        const ControlToken& token) {
-    auto request = make_request(GroupWork::resolve_arp, 0, token);
-    request->arp_ip = ip;
-    if (Status sent = send_to_owner(dev, std::move(request)); !sent.ok()) {
-        return sent;
-    }
-    dev.pending_rtr.push_back(PendingRtr{&qp, token, ip, modify});
-    return Error(StatusCode::pending,
-                 "resolving the peer's MAC address with ARP (queue group 0's poller asks)");
-}
-
-} // namespace
 
 // Publishes a QP in its group's slot; run by whoever drives the group.
 void publish_qp(SwroceDevice& dev, std::unique_ptr<SwroceQp>& qp) noexcept {
@@ -144,6 +123,10 @@ Status create_qp(Device& device, const rdma::driver::QpInit& init, const Control
     qp->caps = init.caps;
     qp->signal_all = init.signal_all;
     qp->attr = init.attr;
+    qp->type = init.type;
+    if (qp->type == rdma::QpType::ud) {
+        qp->attr->path_mtu = dev.path_mtu; // a datagram is one packet of the port's MTU at most
+    }
     make_queues(*qp, init.caps);
     qp->srq = static_cast<SwroceSrq*>(init.srq);
     if (qp->srq != nullptr && qp->srq->max_sge > 1) {
@@ -244,41 +227,18 @@ Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, rdma::Qp
     SwroceDevice& dev = swroce(device);
     auto& qp = *static_cast<SwroceQp*>(queue);
     const bool to_rtr = mask.has(rdma::qp_attr_state) && attr.state == rdma::QpState::rtr;
-    if (to_rtr && !attr.dest_mac) {
+    if (to_rtr && !attr.dest_mac && qp.type == rdma::QpType::rc) {
         if (!attr.dest_gid.is_ipv4_mapped() || !dev.arp) {
             return Error(StatusCode::not_supported,
                          "swroce resolves IPv4 peers with ARP; give dest_mac for an IPv6 peer");
         }
         const std::uint32_t ip = attr.dest_gid.ipv4_host_order();
-        const GroupHold arp_group(dev, 0); // the resolver and its frames are group 0's
-        // Outcomes first (under the hold, so none comes in between): a resolution started here
-        // then never finds arp_outcomes holding more than the resolutions in flight.
-        finish_arp_outcomes(dev);
-        if (!arp_group) {
-            return resolve_on_owner(dev, qp, QpModify{&attr, mask, {}}, ip, token);
+        Result<MacAddress> mac =
+            resolve_peer(dev, PendingResolution{&qp, token, ip, QpModify{&attr, mask, {}}});
+        if (!mac) {
+            return mac.error();
         }
-        const std::uint64_t now = rte_get_tsc_cycles();
-        if (auto mac = dev.arp->lookup(ip, now)) {
-            return apply_or_send_modify(dev, qp, QpModify{&attr, mask, *mac}, token);
-        }
-        ArpFrame frame;
-        switch (dev.arp->request(ip, now, frame)) {
-        case ArpRequestResult::send:
-            send_control_frame(dev, frame.view(), dev.control_counters);
-            ++dev.control_counters.arp_requests_sent;
-            break;
-        case ArpRequestResult::pending:
-        case ArpRequestResult::already_known:
-            break;
-        case ArpRequestResult::no_resources:
-            return Error(StatusCode::no_resources, "too many ARP resolutions in flight");
-        case ArpRequestResult::invalid_target:
-            return Error(StatusCode::invalid_parameter,
-                         "the destination GID is not a unicast IPv4 peer address");
-        }
-        dev.groups[0]->arp_due = 0; // its retries are group 0's timers from now on (under the hold)
-        dev.pending_rtr.push_back(PendingRtr{&qp, token, ip, QpModify{&attr, mask, {}}});
-        return Error(StatusCode::pending, "resolving the peer's MAC address with ARP");
+        return apply_or_send_modify(dev, qp, QpModify{&attr, mask, mac.value()}, token);
     }
     return apply_or_send_modify(dev, qp, QpModify{&attr, mask, {}}, token);
 }
@@ -287,8 +247,8 @@ Status destroy_qp(Device& device, void* queue, const ControlToken& token) {
     SwroceDevice& dev = swroce(device);
     auto* qp = static_cast<SwroceQp*>(queue);
     // A pending RTR of this QP will never finish now: it ends here, before the destroy.
-    for (const PendingRtr& rtr :
-         take_pending_rtr(dev, [qp](const PendingRtr& p) { return p.qp == qp; })) {
+    for (const PendingResolution& rtr :
+         take_pending(dev, [qp](const PendingResolution& p) { return p.qp == qp; })) {
         rdma::driver::complete_control(device, rtr.token, StatusCode::not_connected,
                                        "the QP was destroyed before its peer's MAC was resolved");
     }
@@ -309,73 +269,6 @@ Status destroy_qp(Device& device, void* queue, const ControlToken& token) {
     qp->destroying = true;
     dev.pending_destroy.push_back(PendingDestroy{qp, token});
     return Error(StatusCode::pending, "flushing the work still queued on the QP");
-}
-
-namespace {
-
-// The RTR whose resolve_arp request could not start a resolution: only that one (another RTR
-// for the same peer may have started its own since).
-void fail_rtr(SwroceDevice& dev, const ControlToken& token, StatusCode code, const char* why) {
-    Device& device = *rdma::driver::device(dev.id);
-    for (const PendingRtr& pending : take_pending_rtr(dev, [&token](const PendingRtr& p) {
-             return p.token.serial == token.serial && p.token.context == token.context;
-         })) {
-        rdma::driver::complete_control(device, pending.token, code, why);
-    }
-}
-
-void finish_rtr(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> mac) {
-    Device& device = *rdma::driver::device(dev.id);
-    for (PendingRtr& pending :
-         take_pending_rtr(dev, [ip](const PendingRtr& p) { return p.ip == ip; })) {
-        if (mac) {
-            pending.modify.resolved_mac = *mac;
-            // The QP's group may have been claimed by a thread since the request started.
-            Status applied = apply_or_send_modify(dev, *pending.qp, pending.modify, pending.token);
-            if (applied.code() != StatusCode::pending) {
-                rdma::driver::complete_control(device, pending.token, applied.code(),
-                                               applied.ok() ? std::string()
-                                                            : applied.error().message());
-            }
-        } else {
-            char text[16] = {};
-            std::snprintf(text, sizeof(text), "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 0xff,
-                          (ip >> 8) & 0xff, ip & 0xff);
-            rdma::driver::complete_control(
-                device, pending.token, StatusCode::not_connected,
-                strformat("no ARP reply from %s after %u requests: is the peer up on this link?",
-                          text, dev.arp->config().max_tries));
-        }
-    }
-}
-
-} // namespace
-
-void resolution_started(SwroceDevice& dev, const GroupRequest& request) {
-    switch (request.arp_result) {
-    case ArpRequestResult::send:
-    case ArpRequestResult::pending:
-        return; // the outcome comes through arp_outcomes
-    case ArpRequestResult::already_known:
-        finish_rtr(dev, request.arp_ip, request.arp_mac);
-        return;
-    case ArpRequestResult::no_resources:
-        fail_rtr(dev, request.token, StatusCode::no_resources,
-                 "too many ARP resolutions in flight");
-        return;
-    case ArpRequestResult::invalid_target:
-        fail_rtr(dev, request.token, StatusCode::invalid_parameter,
-                 "the destination GID is not a unicast IPv4 peer address");
-        return;
-    }
-}
-
-void finish_arp_outcomes(SwroceDevice& dev) {
-    while (!dev.arp_outcomes.empty()) {
-        const ArpOutcome outcome = dev.arp_outcomes.front();
-        dev.arp_outcomes.pop();
-        finish_rtr(dev, outcome.ip, outcome.mac);
-    }
 }
 
 std::uint32_t qp_send_psn(Device&, void* queue) {

@@ -312,7 +312,8 @@ void complete_receive(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint32_
 
 // Scatters a SEND payload into the head receive WQE; false when it does not fit or a receive
 // lkey is refused (a local length/protection error).
-bool scatter(SwroceQp& qp, std::span<const std::uint8_t> payload) noexcept {
+[[gnu::always_inline]] inline bool scatter(SwroceQp& qp,
+                                           std::span<const std::uint8_t> payload) noexcept {
     const RecvWqe& wqe = current_receive(qp);
     const mem::MemoryRegistry& registry = *qp.device->registry;
     // An SRQ's WQEs belong to its PD (the QPs on it may have others).
@@ -443,6 +444,11 @@ void execute_read_atomic(SwroceQp& qp, const Request& r) noexcept {
 }
 
 } // namespace
+
+// ud.cpp's way in; execute_send's call stays inlined.
+bool place_in_receive(SwroceQp& qp, std::span<const std::uint8_t> payload) noexcept {
+    return scatter(qp, payload);
+}
 
 void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
     const Request r(frame);

@@ -76,8 +76,13 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
         ++counters.rx_unknown_qp;
         return false;
     }
-    if (PRDMA_UNLIKELY(frame.info->transport != roce::Transport::rc)) {
-        ++counters.rx_wrong_transport; // a UD packet for an RC QP: IBTA drops it silently
+    if (PRDMA_UNLIKELY(frame.info->transport != roce::Transport::rc ||
+                       qp->type != rdma::QpType::rc)) {
+        if (qp->type == rdma::QpType::ud && frame.info->transport == roce::Transport::ud) {
+            receive_datagram(*qp, frame); // from anyone: a UD QP has no connected peer
+        } else {
+            ++counters.rx_wrong_transport; // IBTA drops it silently
+        }
         return false;
     }
     if (PRDMA_UNLIKELY(!from_peer(*qp, frame))) {

@@ -189,6 +189,8 @@ const rdma::driver::DeviceOps swroce_ops = {
     .arm_srq_limit = arm_srq_limit,
     .resize_srq = resize_srq,
     .query_srq = query_srq,
+    .create_ah = create_ah,
+    .destroy_ah = destroy_ah,
 };
 
 } // namespace prdma::swroce

@@ -1,11 +1,13 @@
 // swroce's control path, split by object as rxe splits rxe_qp.c and rxe_cq.c: CQs
 // (cq_control.cpp), QPs (qp_control.cpp), the requests a queue group's owner runs
-// (owner_mailbox.cpp), ARP's side of the device (arp.cpp), statistics and telemetry
+// (owner_mailbox.cpp), ARP's side of the device (arp.cpp), peers' MACs (peer_resolution.cpp),
+// address handles (address_handle.cpp), statistics and telemetry
 // (statistics.cpp), and the device's ops table with memory and control progress
 // (swroce_control.cpp). What one file calls in another is declared here; the driver's other files
 // see only engine.hpp and swroce_device.hpp.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -66,11 +68,34 @@ Status destroy_qp(Device& device, void* queue, const ControlToken& token);
 std::uint32_t qp_send_psn(Device&, void* queue);
 mem::ConnectionId qp_connection(Device&, void* queue);
 rdma::QpState qp_state(Device&, void* queue);
-// Finishes the RTRs waiting on the ARP outcomes group 0's holder recorded (control path).
+// Applies a modify now when this thread may drive the QP's group (ok), or sends it to the owner
+// (pending; the owner's completion carries `token`).
+Status apply_or_send_modify(SwroceDevice& dev, SwroceQp& qp, const QpModify& modify,
+                            const ControlToken& token);
+
+// ---- peers' MACs (peer_resolution.cpp)
+
+// The MAC of IPv4 peer `pending.ip`: known now, or pending (`pending` waits in
+// pending_resolutions and finishes when ARP answers or gives up), or why it cannot be asked for.
+Result<MacAddress> resolve_peer(SwroceDevice& dev, const PendingResolution& pending);
+// Takes the waiting requests `match` selects out of the device's list, in their order.
+std::vector<PendingResolution>
+take_pending(SwroceDevice& dev, const std::function<bool(const PendingResolution&)>& match);
+// Finishes what waits on the ARP outcomes group 0's holder recorded (control path).
 void finish_arp_outcomes(SwroceDevice& dev);
-// A resolve_arp request back from group 0's owner: the RTRs waiting on its address finish now
-// when it found the MAC or could not start, else when the outcome comes (control path).
+// A resolve_arp request back from group 0's owner: what waits on its address finishes now when
+// it found the MAC or could not start, else when the outcome comes (control path).
 void resolution_started(SwroceDevice& dev, const GroupRequest& request);
+
+// ---- address handles (address_handle.cpp)
+
+Status create_ah(Device& device, const rdma::driver::AhInit& init, const ControlToken& token,
+                 void** out);
+void destroy_ah(Device& device, void* ah);
+// An AH's resolution ended: with the MAC it is ready, else it fails with `code` and `why`.
+void address_handle_resolved(SwroceDevice& dev, SwroceAh& ah, const ControlToken& token,
+                             std::optional<MacAddress> mac, StatusCode code,
+                             const std::string& why);
 
 // ---- memory (swroce_control.cpp)
 

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 struct rte_mbuf;
@@ -19,6 +20,7 @@ struct rte_pcapng;
 
 #include <prdma/rdmadev/driver.hpp>
 
+#include "address_handle.hpp"
 #include "arp.hpp"
 #include "counters.hpp"
 #include "devargs.hpp"
@@ -37,11 +39,16 @@ struct QpModify {
     std::optional<MacAddress> resolved_mac;
 };
 
-struct PendingRtr {
+struct SwroceAh;
+
+// What waits for ARP to answer for `ip`: a QP's RTR (`qp` and its modify) or an address handle's
+// creation (`ah`).
+struct PendingResolution {
     SwroceQp* qp = nullptr;
     rdma::driver::ControlToken token;
     std::uint32_t ip = 0;
     QpModify modify;
+    SwroceAh* ah = nullptr;
 };
 
 struct ArpOutcome {
@@ -217,7 +224,10 @@ struct SwroceDevice {
     std::vector<std::unique_ptr<SwroceCq>> cqs;
     std::vector<std::unique_ptr<SwroceSrq>> srqs; // control path only
     std::uint32_t next_srqn = 1;                  // shared_receive_queue.cpp
-    std::vector<PendingRtr> pending_rtr;
+    std::vector<PendingResolution> pending_resolutions;
+    // Address handles, by their own address (what the class holds), made and freed on the
+    // control path only.
+    std::unordered_map<const SwroceAh*, std::unique_ptr<SwroceAh>> ahs;
     std::vector<PendingDestroy> pending_destroy;
     // Finished GroupRequests on their way back from the owners (multi-producer), and how many
     // requests are out (capped at the ring's size so an owner never finds it full).

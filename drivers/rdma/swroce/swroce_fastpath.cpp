@@ -70,8 +70,26 @@ std::uint16_t swroce_post_recv(void* queue, const rdma::RecvWr* wrs, std::uint16
 
 namespace {
 
+// As ibv_post_send: inline data beyond the QP's limit is refused, not queued.
+StatusCode admit_inline(const SwroceQp& qp, const rdma::SendWr& wr) noexcept {
+    if (!wr.flags.has(rdma::send_inline)) {
+        return StatusCode::ok;
+    }
+    std::uint64_t length = 0;
+    for (std::uint32_t i = 0; i < wr.num_sge; ++i) {
+        length += wr.sges()[i].length;
+    }
+    return length > qp.caps.max_inline_data || length > max_inline_data
+               ? StatusCode::invalid_parameter
+               : StatusCode::ok;
+}
+
 // Why a WR cannot be taken at all (the QP stays as it is); ok to queue it.
 StatusCode admit(const SwroceQp& qp, const rdma::SendWr& wr) noexcept {
+    if (PRDMA_UNLIKELY(qp.type == rdma::QpType::ud)) {
+        const StatusCode ud = admit_ud(qp, wr);
+        return ud != StatusCode::ok ? ud : admit_inline(qp, wr);
+    }
     switch (wr.opcode) {
     case rdma::WrOpcode::send:
     case rdma::WrOpcode::send_with_imm:
@@ -97,17 +115,7 @@ StatusCode admit(const SwroceQp& qp, const rdma::SendWr& wr) noexcept {
                        (wr.num_sge > 1 && wr.sg_list == nullptr))) {
         return StatusCode::invalid_parameter;
     }
-    if (wr.flags.has(rdma::send_inline)) {
-        // As ibv_post_send: inline data beyond the QP's limit is refused, not queued.
-        std::uint64_t length = 0;
-        for (std::uint32_t i = 0; i < wr.num_sge; ++i) {
-            length += wr.sges()[i].length;
-        }
-        if (PRDMA_UNLIKELY(length > qp.caps.max_inline_data || length > max_inline_data)) {
-            return StatusCode::invalid_parameter;
-        }
-    }
-    return StatusCode::ok;
+    return admit_inline(qp, wr);
 }
 
 // Copies what must outlive the post: the SGEs (the caller's sg_list is only valid during the
@@ -203,6 +211,9 @@ std::uint16_t swroce_post_send(void* queue, const rdma::SendWr* wrs, std::uint16
             break;
         }
         SendWqe& wqe = qp.send_queue.next_slot();
+        if (PRDMA_UNLIKELY(qp.type == rdma::QpType::ud)) {
+            fill_ud(wr, wqe);
+        }
         if (PRDMA_UNLIKELY(!fill_wqe(wr, wqe))) {
             // Taken, but it cannot be sent (longer than 2^31 bytes): it completes with a local
             // length error in send-queue order, after the WRs before it, and the QP goes to

@@ -39,7 +39,8 @@ rdma::DeviceAttr device_attributes(const SwroceDevice& dev) {
     attr.max_qp_init_rd_atomic = max_responder_resources;
     attr.capability_flags = rdma::cap_rc | rdma::cap_fast_reg | rdma::cap_reserved_lkey |
                             rdma::cap_atomic | rdma::cap_send_with_inv | rdma::cap_inline |
-                            rdma::cap_pending_control | rdma::cap_software | rdma::cap_srq_resize;
+                            rdma::cap_pending_control | rdma::cap_software | rdma::cap_srq_resize |
+                            rdma::cap_ud;
     attr.max_qp = dev.max_qp;
     attr.max_qp_wr = 16384;
     attr.max_sge = 16;

@@ -32,26 +32,30 @@ void copy_payload(const Payload& payload, std::uint8_t* out) noexcept {
 
 } // namespace
 
-namespace {
-
-// Every header field of the QP's frames towards its peer: what its template is made from.
-roce::FrameHeaders peer_headers(const SwroceQp& qp) noexcept {
-    const SwroceDevice& dev = *qp.device;
+roce::FrameHeaders headers_towards(const SwroceDevice& dev, const rdma::Gid& gid,
+                                   const MacAddress& mac) noexcept {
     roce::FrameHeaders h;
-    h.eth.dst = *qp.attr->dest_mac;
+    h.eth.dst = mac;
     h.eth.src = dev.port.mac();
     if (dev.args.ip.is_v4) {
         h.ip_version = roce::IpVersion::ipv4;
         h.ipv4.src = dev.args.ip.ipv4_host_order();
-        h.ipv4.dst = qp.attr->dest_gid.ipv4_host_order();
+        h.ipv4.dst = gid.ipv4_host_order();
     } else {
         h.eth.ether_type = roce::ethertype_ipv6;
         h.ip_version = roce::IpVersion::ipv6;
         std::copy(dev.args.ip.bytes.begin(), dev.args.ip.bytes.end(), h.ipv6.src.begin());
-        std::copy(qp.attr->dest_gid.raw.begin(), qp.attr->dest_gid.raw.end(), h.ipv6.dst.begin());
+        std::copy(gid.raw.begin(), gid.raw.end(), h.ipv6.dst.begin());
     }
-    // Per-QP source port: ECMP entropy, as rxe and RoCE NICs spread flows.
-    h.udp_src_port = static_cast<std::uint16_t>(0xc000U | (qp.qpn & 0x3fffU));
+    return h;
+}
+
+namespace {
+
+// Every header field of the QP's frames towards its peer: what its template is made from.
+roce::FrameHeaders peer_headers(const SwroceQp& qp) noexcept {
+    roce::FrameHeaders h = headers_towards(*qp.device, qp.attr->dest_gid, *qp.attr->dest_mac);
+    h.udp_src_port = udp_source_port(qp);
     h.bth.dest_qp = qp.attr->dest_qpn;
     return h;
 }
@@ -110,8 +114,6 @@ rte_mbuf* frame_mbuf(SwroceQp& qp) noexcept {
     return mbuf;
 }
 
-// Pad, ICRC (and the IPv6 UDP checksum) over a frame whose headers and payload are in place; it
-// joins the batch.
 // A finished frame of `wire_length` bytes joins the batch.
 void enqueue_frame(SwroceQp& qp, TxBatch& tx, rte_mbuf* mbuf, std::uint32_t wire_length,
                    std::uint32_t payload_length) noexcept {
@@ -122,14 +124,21 @@ void enqueue_frame(SwroceQp& qp, TxBatch& tx, rte_mbuf* mbuf, std::uint32_t wire
     qp.counters.tx_bytes += payload_length;
 }
 
-void finish_frame(SwroceQp& qp, TxBatch& tx, rte_mbuf* mbuf, const roce::FrameLayout& layout,
-                  std::uint32_t payload_length) noexcept {
+// Pad, ICRC (and the IPv6 UDP checksum) over a frame whose headers and payload are in place; it
+// joins the batch.
+void seal_and_enqueue(SwroceQp& qp, TxBatch& tx, rte_mbuf* mbuf, const roce::FrameLayout& layout,
+                      std::uint32_t payload_length, bool ipv4) noexcept {
     const std::span<std::uint8_t> frame(rte_pktmbuf_mtod(mbuf, std::uint8_t*), layout.wire_length);
-    roce::seal_frame(frame, layout, qp.tx_headers.ipv4());
-    if (!qp.tx_headers.ipv4()) {
+    roce::seal_frame(frame, layout, ipv4);
+    if (!ipv4) {
         roce::set_ipv6_udp_checksum(frame, layout);
     }
     enqueue_frame(qp, tx, mbuf, layout.wire_length, payload_length);
+}
+
+void finish_frame(SwroceQp& qp, TxBatch& tx, rte_mbuf* mbuf, const roce::FrameLayout& layout,
+                  std::uint32_t payload_length) noexcept {
+    seal_and_enqueue(qp, tx, mbuf, layout, payload_length, qp.tx_headers.ipv4());
 }
 
 } // namespace
@@ -203,6 +212,31 @@ bool emit_request(SwroceQp& qp, TxBatch& tx, const SendWqe& wqe,
                      frame + layout.payload_offset);
     }
     finish_frame(qp, tx, mbuf, layout, packet.length);
+    return true;
+}
+
+bool emit_datagram(SwroceQp& qp, TxBatch& tx, const SendWqe& wqe,
+                   const roce::TransportHeaders& h) noexcept {
+    rte_mbuf* mbuf = frame_mbuf(qp);
+    if (PRDMA_UNLIKELY(mbuf == nullptr)) {
+        return false;
+    }
+    const roce::HeaderTemplate& headers = *wqe.ud_headers;
+    std::uint8_t* frame = rte_pktmbuf_mtod(mbuf, std::uint8_t*);
+    const roce::FrameLayout layout =
+        headers.build(h, wqe.length, {frame, rte_pktmbuf_tailroom(mbuf)});
+    if (PRDMA_UNLIKELY(!layout.ok())) {
+        rte_pktmbuf_free(mbuf);
+        return false;
+    }
+    // The AH's template is every QP's: the source port is the sending QP's.
+    const std::size_t udp_offset =
+        layout.ip_offset + (headers.ipv4() ? roce::ipv4_header_size : roce::ipv6_header_size);
+    roce::store_be16(frame + udp_offset, udp_source_port(qp));
+    if (wqe.length > 0) {
+        copy_payload(Payload{&wqe, nullptr, 0, 0, wqe.length}, frame + layout.payload_offset);
+    }
+    seal_and_enqueue(qp, tx, mbuf, layout, wqe.length, headers.ipv4());
     return true;
 }
 

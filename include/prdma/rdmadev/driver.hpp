@@ -73,6 +73,11 @@ struct SrqCreated {
     SrqCaps caps{}; // what it holds (max_wr rounded up)
 };
 
+struct AhInit {
+    std::uint32_t pd = 0;
+    AhAttr attr{}; // the class checked the port and the GID index
+};
+
 struct QpCreated {
     void* queue = nullptr; // the driver's QP, passed to post_send/post_recv
     std::uint32_t qpn = 0;
@@ -173,6 +178,12 @@ struct DeviceOps {
                          std::optional<std::uint32_t> limit, SrqCaps& out);
     // The limit armed now (0 once fired) and the receive WRs the SRQ holds.
     void (*query_srq)(Device& device, void* srq, std::uint32_t& limit, std::uint32_t& outstanding);
+    // Optional (ProtectionDomain::create_ah, with cap_ud): `*ah` is the driver's object, handed
+    // back at once even when the creation pends (resolving the peer's MAC); UdFields::ah names
+    // it once created. destroy_ah is called only for a created AH and never pends: a UD WR takes
+    // what it needs from its AH when it is posted.
+    Status (*create_ah)(Device& device, const AhInit& init, const ControlToken& token, void** ah);
+    void (*destroy_ah)(Device& device, void* ah);
 };
 
 struct DeviceConfig {

@@ -62,6 +62,7 @@ struct CqObject;
 struct QpObject;
 struct SrqObject;
 struct MrObject;
+struct AhObject;
 } // namespace detail
 
 // ---- devices ------------------------------------------------------------------------------------
@@ -153,6 +154,57 @@ private:
     mem::MemoryRegion* region_ = nullptr; // mr_->region, for the inline accessors
 };
 
+// Where an address handle sends (ibv_ah_attr with its GRH, RoCE v2): the peer's GID (an IPv4
+// peer as its IPv4-mapped GID) and the IP header fields of the datagrams sent through it.
+struct AhAttr {
+    Gid dest_gid{};
+    std::optional<std::array<std::uint8_t, 6>> dest_mac; // resolved with ARP when absent
+    std::uint8_t port = 1;
+    std::uint8_t sgid_index = 0;    // the device's own GID: index 0 is the only one
+    std::uint8_t traffic_class = 0; // IPv4 TOS / IPv6 traffic class
+    std::uint8_t hop_limit = 64;    // IPv4 TTL / IPv6 hop limit
+    std::uint32_t flow_label = 0;   // IPv6 only, 20 bits
+};
+
+// An address handle (ibv_ah) on a PD: a UD QP of the PD sends datagrams through it to any QP of
+// the peer it names (ud_send_wr). A SEND posted with it carries the destination with it, so the
+// handle may be destroyed once the post returns. Its creation pends while the device resolves the
+// peer's MAC (ARP), as a QP's RTR does: ready() once the completion has been polled.
+class AddressHandle {
+public:
+    AddressHandle() = default;
+    AddressHandle(AddressHandle&& other) noexcept;
+    AddressHandle& operator=(AddressHandle&& other) noexcept;
+    AddressHandle(const AddressHandle&) = delete;
+    AddressHandle& operator=(const AddressHandle&) = delete;
+    ~AddressHandle();
+
+    explicit operator bool() const noexcept { return ah_ != nullptr; }
+    // Created and usable: false while its creation is pending, and after it failed.
+    [[nodiscard]] bool ready() const noexcept;
+    // What a UD WR names it by (UdFields::ah); null while not ready().
+    [[nodiscard]] void* wr_handle() const noexcept;
+    [[nodiscard]] AhAttr attr() const;
+    // Busy while its creation is pending; the handle is empty afterwards.
+    Status destroy();
+
+private:
+    friend class ProtectionDomain;
+    explicit AddressHandle(detail::AhObject* ah) : ah_(ah) {}
+    void release() noexcept;
+    detail::AhObject* ah_ = nullptr;
+};
+
+// A UD SEND of `local` to QP `remote_qpn` of the peer `ah` reaches, carrying `remote_qkey` (one
+// with the high bit set: the sending QP's own Q_Key). One packet: at most the port's MTU.
+[[nodiscard]] inline SendWr ud_send_wr(std::uint64_t wr_id, const Sge& local,
+                                       const AddressHandle& ah, std::uint32_t remote_qpn,
+                                       std::uint32_t remote_qkey, SendFlags flags = send_signaled) {
+    SendWr wr = send_wr(wr_id, local, flags);
+    wr.ud = {ah.wr_handle(), remote_qpn, remote_qkey};
+    return wr;
+}
+
 class ProtectionDomain {
 public:
     ProtectionDomain() = default;
@@ -208,7 +260,13 @@ public:
     Result<std::unique_ptr<mem::RegistrationCache>>
     create_registration_cache(const mem::CacheLimits& limits = {});
 
-    // Fails busy while QPs, MRs or registration caches of this PD exist.
+    // ibv_create_ah. With a request id it may pend while the peer's MAC is resolved: the handle
+    // is ready() once the completion (ControlOp::create_ah) has been polled. Without one it fails
+    // busy instead, the resolution started, and a later call finds the MAC. Needs a device with
+    // cap_ud; the GID index must be 0 and the port the device's.
+    Result<AddressHandle> create_ah(const AhAttr& attr, std::uint64_t request_id = 0);
+
+    // Fails busy while QPs, MRs, address handles or registration caches of this PD exist.
     Status destroy();
 
 private:
@@ -344,6 +402,9 @@ struct QpAttr {
     std::uint8_t min_rnr_timer = 12;
     std::uint8_t max_rd_atomic = 1;
     std::uint8_t max_dest_rd_atomic = 1;
+    // UD: what a datagram must carry to be received here, and what a send carries instead of its
+    // WR's Q_Key when that one has the high bit set (IBTA 10.2.5, controlled Q_Keys).
+    std::uint32_t qkey = 0;
 };
 
 // What a peer needs to connect to a QP and to reach one region (exchanged out of band).
@@ -588,8 +649,8 @@ public:
 
     // Resources this client still holds (what close() would call busy).
     struct Resources {
-        std::uint32_t pds = 0, cqs = 0, qps = 0, mrs = 0, srqs = 0;
-        [[nodiscard]] std::uint32_t total() const { return pds + cqs + qps + mrs + srqs; }
+        std::uint32_t pds = 0, cqs = 0, qps = 0, mrs = 0, srqs = 0, ahs = 0;
+        [[nodiscard]] std::uint32_t total() const { return pds + cqs + qps + mrs + srqs + ahs; }
     };
     [[nodiscard]] Resources resources() const;
 

@@ -49,7 +49,10 @@ constexpr unsigned mtu_bytes(Mtu mtu) {
 // Largest IB MTU not above an Ethernet payload (RoCEv2 headers + ICRC must fit beside it).
 Mtu mtu_for_ethernet(unsigned ethernet_mtu);
 
-enum class QpType : std::uint8_t { rc = 2 };
+// ibv_qp_type's values: RC connects two QPs; UD sends datagrams to any QP an address handle
+// reaches, one packet each, unacknowledged.
+enum class QpType : std::uint8_t { rc = 2, ud = 4 };
+std::string_view qp_type_name(QpType type);
 
 enum class QpState : std::uint8_t { reset, init, rtr, rts, sqd, sqe, err };
 std::string_view qp_state_name(QpState state);
@@ -73,6 +76,7 @@ enum class QpAttrField : std::uint32_t {
     max_rd_atomic = 1U << 12,      // reads/atomics we may have outstanding
     max_dest_rd_atomic = 1U << 13, // reads/atomics the peer may have outstanding here
     cur_state = 1U << 14,
+    qkey = 1U << 15, // UD: the Q_Key a datagram must carry to be received
 };
 constexpr bool prdma_flag_enum(QpAttrField) {
     return true;
@@ -93,6 +97,7 @@ inline constexpr QpAttrField qp_attr_min_rnr_timer = QpAttrField::min_rnr_timer;
 inline constexpr QpAttrField qp_attr_max_rd_atomic = QpAttrField::max_rd_atomic;
 inline constexpr QpAttrField qp_attr_max_dest_rd_atomic = QpAttrField::max_dest_rd_atomic;
 inline constexpr QpAttrField qp_attr_cur_state = QpAttrField::cur_state;
+inline constexpr QpAttrField qp_attr_qkey = QpAttrField::qkey;
 
 // Device capability flags, one word (seed 003).
 enum class DeviceCapability : std::uint32_t {
@@ -106,6 +111,7 @@ enum class DeviceCapability : std::uint32_t {
     port_active_event = 1U << 7,
     software = 1U << 8,   // informational; nothing above the driver may depend on it
     srq_resize = 1U << 9, // SharedReceiveQueue::resize (IBV_DEVICE_SRQ_RESIZE)
+    ud = 1U << 10,        // unreliable datagram QPs and address handles
 };
 constexpr bool prdma_flag_enum(DeviceCapability) {
     return true;
@@ -121,6 +127,7 @@ inline constexpr DeviceCapability cap_pending_control = DeviceCapability::pendin
 inline constexpr DeviceCapability cap_port_active_event = DeviceCapability::port_active_event;
 inline constexpr DeviceCapability cap_software = DeviceCapability::software;
 inline constexpr DeviceCapability cap_srq_resize = DeviceCapability::srq_resize;
+inline constexpr DeviceCapability cap_ud = DeviceCapability::ud;
 
 // Control-path operations that can complete later (seed 003: any request may pend).
 enum class ControlOp : std::uint8_t {
@@ -133,6 +140,7 @@ enum class ControlOp : std::uint8_t {
     register_mr,
     create_cq,
     deregister_mr,
+    create_ah, // pends while the peer's MAC is resolved
 };
 std::string_view control_op_name(ControlOp op);
 

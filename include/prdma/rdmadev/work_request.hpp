@@ -87,6 +87,13 @@ struct AtomicFields {
 struct LocalInvFields {
     std::uint32_t key;
 };
+// A UD SEND's destination: the driver's address handle (AddressHandle::wr_handle()), the QP it
+// names there and the Q_Key to carry (high bit set: the sending QP's own).
+struct UdFields {
+    void* ah;
+    std::uint32_t remote_qpn;
+    std::uint32_t remote_qkey;
+};
 
 // One send-queue work request; 128 bytes. Its num_sge SGEs are sg_list[0..num_sge) when sg_list is
 // set, else the one `sge` (num_sge 0 or 1; more without an sg_list is refused at post). The
@@ -104,6 +111,7 @@ struct PRDMA_CACHE_ALIGNED SendWr {
         AtomicFields atomic;
         FastRegFields fast_reg{}; // the largest: zeroes the union
         LocalInvFields local_inv;
+        UdFields ud; // a SEND or SEND with immediate on a UD QP
     };
 
     [[nodiscard]] const Sge* sges() const noexcept { return sg_list != nullptr ? sg_list : &sge; }
@@ -240,6 +248,7 @@ enum class WcOpcode : std::uint8_t {
 enum class WcFlag : std::uint8_t {
     with_imm = 1U << 0,
     with_inv = 1U << 1,
+    grh = 1U << 2, // UD: the receive buffer starts with the 40-byte GRH (IBV_WC_GRH)
 };
 constexpr bool prdma_flag_enum(WcFlag) {
     return true;
@@ -247,6 +256,7 @@ constexpr bool prdma_flag_enum(WcFlag) {
 using WcFlags = Flags<WcFlag>;
 inline constexpr WcFlag wc_with_imm = WcFlag::with_imm;
 inline constexpr WcFlag wc_with_inv = WcFlag::with_inv;
+inline constexpr WcFlag wc_grh = WcFlag::grh;
 
 // One completion; 64 bytes.
 struct PRDMA_CACHE_ALIGNED WorkCompletion {
@@ -259,6 +269,7 @@ struct PRDMA_CACHE_ALIGNED WorkCompletion {
     std::uint32_t qpn = 0;
     std::uint32_t src_qpn = 0;
     std::uint32_t vendor_error = 0; // driver detail, e.g. a mem::KeyCheck value
+    Gid src_gid{};                  // UD receives: the sender's (IPv4 as IPv4-mapped)
 };
 static_assert(sizeof(WorkCompletion) == 64);
 

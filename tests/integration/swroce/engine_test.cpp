@@ -2012,6 +2012,18 @@ INSTANTIATE_TEST_SUITE_P(Faults, FaultMatrixTest,
 // ---- Hostile and broken peers, and the defects of issue 10 ----------------------------------
 // Frames are injected on a's ring port as if a's engine had sent them, so b's responder meets
 // exactly the bytes a broken or hostile peer would put on the wire.
+// The Ethernet address of the side's port 1.
+std::array<std::uint8_t, 6> port_mac(Side& side) {
+    std::vector<std::uint8_t> port(512);
+    auto got = static_cast<std::uint32_t>(port.size());
+    EXPECT_TRUE(side.context.query_port(1, port.data(), &got).ok());
+    PortAttr attr;
+    std::memcpy(&attr, port.data(), sizeof(attr));
+    std::array<std::uint8_t, 6> mac{};
+    std::memcpy(mac.data(), attr.mac, 6);
+    return mac;
+}
+
 class PeerFrameTest : public EngineTest {
 protected:
     void SetUp() override {
@@ -2028,16 +2040,7 @@ protected:
         rte_mempool_free(pool_);
     }
 
-    static std::array<std::uint8_t, 6> mac_of(Side& side) {
-        std::vector<std::uint8_t> port(512);
-        auto got = static_cast<std::uint32_t>(port.size());
-        EXPECT_TRUE(side.context.query_port(1, port.data(), &got).ok());
-        PortAttr attr;
-        std::memcpy(&attr, port.data(), sizeof(attr));
-        std::array<std::uint8_t, 6> mac{};
-        std::memcpy(mac.data(), attr.mac, 6);
-        return mac;
-    }
+    static std::array<std::uint8_t, 6> mac_of(Side& side) { return port_mac(side); }
     // The ethdev under device a: the newest ring port named "..a" (the pair names its ports
     // net_ring_cf<N>a and net_ring_cf<N>b). Every valid port is looked at, owned ones included:
     // swroce owns the port it runs on.
@@ -2960,6 +2963,387 @@ TEST_F(SrqEngineTest, AQpThatFailsLeavesTheSrqToTheOthers) {
     ASSERT_EQ(other.size(), 1U);
     EXPECT_EQ(other[0].wr_id, 2U);
     EXPECT_EQ(other[0].status, WcStatus::success);
+}
+
+// ---- unreliable datagrams --------------------------------------------------------------------
+
+constexpr std::uint32_t kUdQkey = 0x11111111; // ibv_ud_pingpong's
+
+// A UD QP on the side's PD and CQ, taken to RTS with Q_Key kUdQkey (ibv_ud_pingpong's steps).
+QueuePair make_ud_qp(Context& context, ProtectionDomain& pd, CompletionQueue& cq) {
+    QpInitAttr init;
+    init.pd = &pd;
+    init.send_cq = &cq;
+    init.recv_cq = &cq;
+    init.type = QpType::ud;
+    init.caps.max_send_wr = 64;
+    init.caps.max_recv_wr = 64;
+    init.caps.max_inline_data = 128;
+    auto created = context.create_qp(init);
+    EXPECT_TRUE(created.ok()) << created.error().to_string();
+    QueuePair qp = std::move(created.value());
+    QpAttr attr;
+    attr.state = QpState::init;
+    attr.port = 1;
+    attr.qkey = kUdQkey;
+    Status status = qp.modify(attr, qp_attr_state | qp_attr_port | qp_attr_qkey);
+    EXPECT_TRUE(status.ok()) << status.error().to_string();
+    attr.state = QpState::rtr;
+    status = qp.modify(attr, qp_attr_state);
+    EXPECT_TRUE(status.ok()) << status.error().to_string();
+    attr.state = QpState::rts;
+    attr.sq_psn = 7;
+    status = qp.modify(attr, qp_attr_state | qp_attr_sq_psn);
+    EXPECT_TRUE(status.ok()) << status.error().to_string();
+    return qp;
+}
+
+// A UD QP on each side and an address handle on a towards b (its MAC given: no ARP).
+class UdEngineTest : public PeerFrameTest {
+protected:
+    void SetUp() override {
+        PeerFrameTest::SetUp();
+        ud_a_ = make_ud_qp(a_->context, a_->pd, a_->cq);
+        ud_b_ = make_ud_qp(b_->context, b_->pd, b_->cq);
+        AhAttr attr;
+        attr.dest_gid = pair_->gid_b();
+        attr.dest_mac = mac_b_;
+        auto ah = a_->pd.create_ah(attr);
+        ASSERT_TRUE(ah.ok()) << ah.error().to_string();
+        ah_to_b_ = std::move(ah.value());
+        ASSERT_TRUE(ah_to_b_.ready());
+    }
+    void TearDown() override {
+        ah_to_b_ = {};
+        ud_a_ = {};
+        ud_b_ = {};
+        PeerFrameTest::TearDown();
+    }
+    void post_ud_receive(std::uint64_t wr_id, std::uint64_t offset, std::uint32_t length) {
+        RecvWr wr = recv_wr(wr_id, {b_->addr() + offset, length, b_->mr.lkey()});
+        ASSERT_EQ(post_recv(ud_b_, {&wr, 1}), 1);
+    }
+    SendWr datagram(std::uint64_t offset, std::uint32_t length) const {
+        return ud_send_wr(55, {a_->addr() + offset, length, a_->mr.lkey()}, ah_to_b_, ud_b_.qpn(),
+                          kUdQkey);
+    }
+    // A UD SEND from a's UD QP to b's, crafted (b alone is polled).
+    roce::FrameHeaders ud_from_a(std::uint32_t qkey) const {
+        roce::FrameHeaders h = from_a(roce::Opcode::ud_send_only, 3);
+        h.bth.dest_qp = ud_b_.qpn();
+        h.deth.qkey = qkey;
+        h.deth.src_qp = ud_a_.qpn();
+        return h;
+    }
+
+    QueuePair ud_a_;
+    QueuePair ud_b_;
+    AddressHandle ah_to_b_;
+};
+
+// What ibv_ud_pingpong reads: the payload 40 bytes into the receive, behind a GRH whose last 20
+// bytes are the IPv4 header it came in; the sender's QPN and GID in the completion.
+TEST_F(UdEngineTest, ADatagramArrivesBehindItsGrhWithTheSendersQpAndGid) {
+    fill(*a_, 0, 1024, 11);
+    std::memset(b_->data() + 65536, 0xee, 2048);
+    post_ud_receive(9, 65536, 40 + 1024);
+    SendWr wr = datagram(0, 1024); // the whole 1 KiB MTU
+    wr.opcode = WrOpcode::send_with_imm;
+    wr.imm_or_invalidate = 0xabcd1234;
+    ASSERT_EQ(post_send(ud_a_, {&wr, 1}), 1);
+    const auto sent = wait(*a_, 1);
+    ASSERT_EQ(sent.size(), 1U);
+    EXPECT_EQ(sent[0].status, WcStatus::success);
+    EXPECT_EQ(sent[0].qpn, ud_a_.qpn());
+    EXPECT_EQ(sent[0].byte_len, 1024U);
+    const auto got = wait(*b_, 1);
+    ASSERT_EQ(got.size(), 1U);
+    const WorkCompletion& wc = got[0];
+    ASSERT_EQ(wc.status, WcStatus::success) << wc_status_name(wc.status);
+    EXPECT_EQ(wc.wr_id, 9U);
+    EXPECT_EQ(wc.opcode, WcOpcode::recv);
+    EXPECT_EQ(wc.qpn, ud_b_.qpn());
+    EXPECT_EQ(wc.src_qpn, ud_a_.qpn());
+    EXPECT_EQ(wc.byte_len, 40U + 1024U) << "byte_len counts the GRH, as verbs does";
+    EXPECT_TRUE(wc.flags.has(wc_grh));
+    EXPECT_TRUE(wc.flags.has(wc_with_imm));
+    EXPECT_EQ(wc.imm_or_invalidated, 0xabcd1234U);
+    EXPECT_EQ(wc.src_gid, pair_->gid_a());
+    const std::uint8_t* grh = b_->data() + 65536;
+    EXPECT_TRUE(std::all_of(grh, grh + 20, [](std::uint8_t b) { return b == 0; }));
+    EXPECT_EQ(grh[20], 0x45) << "an IPv4 header without options";
+    EXPECT_EQ(roce::load_be32(grh + 20 + 12), 0x0a000001U) << "source 10.0.0.1";
+    EXPECT_EQ(roce::load_be32(grh + 20 + 16), 0x0a000002U) << "destination 10.0.0.2";
+    EXPECT_EQ(std::memcmp(grh + 40, a_->data(), 1024), 0);
+}
+
+TEST_F(UdEngineTest, AWrongQkeyIsDroppedAndCounted) {
+    post_ud_receive(1, 0, 256);
+    const std::vector<std::uint8_t> payload(32, 0x5c);
+    ASSERT_TRUE(inject(ud_from_a(kUdQkey + 1), payload));
+    EXPECT_TRUE(poll_b().empty());
+    EXPECT_EQ(counter(*b_, "rx_qkey_violations"), 1U);
+    ASSERT_TRUE(inject(ud_from_a(kUdQkey), payload));
+    const auto got = poll_b();
+    ASSERT_EQ(got.size(), 1U) << "the receive was kept for the next datagram";
+    EXPECT_EQ(got[0].status, WcStatus::success);
+    EXPECT_EQ(got[0].byte_len, 72U);
+    EXPECT_EQ(got[0].src_qpn, ud_a_.qpn()) << "from the DETH";
+}
+
+// IBTA 10.2.5: a WR's Q_Key with the high bit set is replaced by the sending QP's own.
+TEST_F(UdEngineTest, AControlledQkeyIsSentAsTheQpsOwn) {
+    post_ud_receive(1, 0, 256);
+    SendWr wr = datagram(0, 16);
+    wr.ud.remote_qkey = 0x80000000U;
+    ASSERT_EQ(post_send(ud_a_, {&wr, 1}), 1);
+    const auto got = wait(*b_, 1);
+    ASSERT_EQ(got.size(), 1U) << "b's Q_Key is a's: the datagram is taken";
+    EXPECT_EQ(got[0].status, WcStatus::success);
+}
+
+TEST_F(UdEngineTest, AMessageOverTheMtuOrNotASendIsRefusedAtPost) {
+    SendWr big = datagram(0, 1025);
+    const PostResult refused = post_send(ud_a_, {&big, 1});
+    EXPECT_EQ(refused.posted, 0U);
+    EXPECT_EQ(refused.reason, StatusCode::invalid_parameter) << "one packet of the 1 KiB MTU";
+    SendWr write = datagram(0, 16);
+    write.opcode = WrOpcode::rdma_write;
+    EXPECT_EQ(post_send(ud_a_, {&write, 1}).reason, StatusCode::invalid_parameter);
+    SendWr no_ah = datagram(0, 16);
+    no_ah.ud.ah = nullptr;
+    EXPECT_EQ(post_send(ud_a_, {&no_ah, 1}).reason, StatusCode::invalid_parameter);
+    EXPECT_EQ(ud_a_.state(), QpState::rts) << "a refused post changes nothing";
+}
+
+TEST_F(UdEngineTest, AReceiveTooShortCompletesInErrorAndTheQpGoesOn) {
+    post_ud_receive(1, 0, 40 + 16);
+    SendWr wr = datagram(0, 64);
+    ASSERT_EQ(post_send(ud_a_, {&wr, 1}), 1);
+    const auto short_one = wait(*b_, 1);
+    ASSERT_EQ(short_one.size(), 1U);
+    EXPECT_EQ(short_one[0].status, WcStatus::local_length_error);
+    EXPECT_EQ(counter(*b_, "rx_ud_too_long"), 1U);
+    EXPECT_EQ(ud_b_.state(), QpState::rts);
+    post_ud_receive(2, 4096, 40 + 64);
+    ASSERT_EQ(post_send(ud_a_, {&wr, 1}), 1);
+    const auto next = wait(*b_, 1);
+    ASSERT_EQ(next.size(), 1U);
+    EXPECT_EQ(next[0].status, WcStatus::success);
+    EXPECT_EQ(next[0].wr_id, 2U);
+}
+
+TEST_F(UdEngineTest, WithoutAReceiveTheDatagramIsDroppedNotWaitedFor) {
+    SendWr wr = datagram(0, 64);
+    ASSERT_EQ(post_send(ud_a_, {&wr, 1}), 1);
+    const auto sent = wait(*a_, 1);
+    ASSERT_EQ(sent.size(), 1U);
+    EXPECT_EQ(sent[0].status, WcStatus::success) << "a datagram completes once sent";
+    (void)poll_b();
+    EXPECT_EQ(counter(*b_, "rx_ud_dropped"), 1U);
+    EXPECT_EQ(counter(*b_, "naks_sent"), 0U);
+    post_ud_receive(3, 0, 256);
+    ASSERT_EQ(post_send(ud_a_, {&wr, 1}), 1);
+    ASSERT_EQ(wait(*b_, 1).size(), 1U);
+}
+
+TEST_F(UdEngineTest, RcAndUdPacketsReachOnlyTheirOwnKindOfQp) {
+    post_ud_receive(1, 0, 256);
+    post_receive(*b_, 2, 4096, 256);
+    roce::FrameHeaders rc_to_ud = from_a(roce::Opcode::rc_send_only, 1000);
+    rc_to_ud.bth.dest_qp = ud_b_.qpn();
+    ASSERT_TRUE(inject(rc_to_ud, std::vector<std::uint8_t>(16)));
+    roce::FrameHeaders ud_to_rc = ud_from_a(kUdQkey);
+    ud_to_rc.bth.dest_qp = b_->qp.qpn();
+    ASSERT_TRUE(inject(ud_to_rc, std::vector<std::uint8_t>(16)));
+    EXPECT_TRUE(poll_b().empty());
+    EXPECT_EQ(counter(*b_, "rx_wrong_transport"), 2U);
+}
+
+// The AH's PD must be the QP's; a post copies the destination, so the AH may go right after it;
+// and the PD is busy while an AH on it lives.
+TEST_F(UdEngineTest, AnAhServesItsOwnPdAndMayGoOnceThePostReturns) {
+    auto other_pd = a_->context.alloc_pd();
+    ASSERT_TRUE(other_pd.ok());
+    AhAttr attr = ah_to_b_.attr();
+    auto foreign = other_pd.value().create_ah(attr);
+    ASSERT_TRUE(foreign.ok()) << foreign.error().to_string();
+    SendWr wrong =
+        ud_send_wr(1, {a_->addr(), 16, a_->mr.lkey()}, foreign.value(), ud_b_.qpn(), kUdQkey);
+    EXPECT_EQ(post_send(ud_a_, {&wrong, 1}).reason, StatusCode::invalid_parameter);
+    EXPECT_EQ(other_pd.value().destroy().code(), StatusCode::busy) << "an AH lives on it";
+    EXPECT_TRUE(foreign.value().destroy().ok());
+    EXPECT_TRUE(other_pd.value().destroy().ok());
+
+    post_ud_receive(4, 0, 256);
+    fill(*a_, 0, 48, 3);
+    SendWr wr = datagram(0, 48);
+    ASSERT_EQ(post_send(ud_a_, {&wr, 1}), 1);
+    ASSERT_TRUE(ah_to_b_.destroy().ok());
+    const auto got = wait(*b_, 1);
+    ASSERT_EQ(got.size(), 1U);
+    EXPECT_EQ(got[0].status, WcStatus::success);
+    EXPECT_EQ(std::memcmp(b_->data() + 40, a_->data(), 48), 0);
+}
+
+// Without a request id the caller cannot wait: busy, with the resolution started for its next
+// call. With one the creation pends until ARP answers.
+TEST_F(UdEngineTest, AnAhWithoutAMacIsResolvedWithArp) {
+    AhAttr attr;
+    attr.dest_gid = pair_->gid_b();
+    const Context::Resources before = a_->context.resources();
+    EXPECT_EQ(a_->pd.create_ah(attr).code(), StatusCode::busy);
+    EXPECT_EQ(a_->context.resources().ahs, before.ahs) << "nothing kept of a busy creation";
+    auto ah = a_->pd.create_ah(attr, 31);
+    ASSERT_TRUE(ah.ok()) << ah.error().to_string();
+    AddressHandle resolved = std::move(ah.value());
+    EXPECT_FALSE(resolved.ready()) << "nobody has asked for b's MAC before";
+    EXPECT_EQ(resolved.wr_handle(), nullptr) << "not usable while it pends";
+    ControlCompletion done[8];
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    std::optional<ControlCompletion> created;
+    while (!resolved.ready() && !created && std::chrono::steady_clock::now() < deadline) {
+        (void)b_->context.poll_control(done); // b answers the ARP request
+        const std::size_t n = a_->context.poll_control(done);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (done[i].request_id == 31) {
+                created = done[i];
+            }
+        }
+    }
+    if (created) {
+        EXPECT_EQ(created->op, ControlOp::create_ah);
+        EXPECT_EQ(created->status, StatusCode::ok) << created->message;
+    }
+    ASSERT_TRUE(resolved.ready());
+    EXPECT_EQ(a_->context.resources().ahs, before.ahs + 1);
+    auto again = a_->pd.create_ah(attr);
+    ASSERT_TRUE(again.ok()) << "the MAC is known now: " << again.error().to_string();
+    EXPECT_TRUE(again.value().ready());
+    post_ud_receive(5, 0, 256);
+    SendWr wr = ud_send_wr(5, {a_->addr(), 8, a_->mr.lkey()}, resolved, ud_b_.qpn(), kUdQkey);
+    ASSERT_EQ(post_send(ud_a_, {&wr, 1}), 1);
+    const auto got = wait(*b_, 1);
+    ASSERT_EQ(got.size(), 1U);
+    EXPECT_EQ(got[0].status, WcStatus::success);
+}
+
+TEST_F(UdEngineTest, AnAhToAnAddressOfTheOtherFamilyOrGidIndexIsRefused) {
+    AhAttr v6;
+    v6.dest_gid.raw[0] = 0xfd;
+    v6.dest_gid.raw[15] = 2;
+    v6.dest_mac = mac_b_;
+    EXPECT_EQ(a_->pd.create_ah(v6).code(), StatusCode::invalid_parameter);
+    AhAttr index = ah_to_b_.attr();
+    index.sgid_index = 1;
+    EXPECT_EQ(a_->pd.create_ah(index).code(), StatusCode::invalid_parameter);
+}
+
+TEST_F(UdEngineTest, ABadLkeyFailsTheSendAndTheQp) {
+    SendWr wr = datagram(0, 16);
+    wr.sge.lkey ^= 0x100;
+    ASSERT_EQ(post_send(ud_a_, {&wr, 1}), 1);
+    const auto sent = wait(*a_, 1);
+    ASSERT_EQ(sent.size(), 1U);
+    EXPECT_EQ(sent[0].status, WcStatus::local_protection_error);
+    EXPECT_EQ(ud_a_.state(), QpState::err);
+}
+
+TEST_F(UdEngineTest, UdTransitionsTakeAQkeyAndNoPeer) {
+    QpInitAttr init;
+    init.pd = &b_->pd;
+    init.send_cq = &b_->cq;
+    init.recv_cq = &b_->cq;
+    init.type = QpType::ud;
+    QueuePair qp = std::move(b_->context.create_qp(init).value());
+    QpAttr attr;
+    attr.state = QpState::init;
+    EXPECT_EQ(qp.modify(attr, qp_attr_state | qp_attr_port).code(), StatusCode::invalid_parameter)
+        << "RESET -> INIT needs the Q_Key";
+    attr.qkey = 0x1234;
+    ASSERT_TRUE(qp.modify(attr, qp_attr_state | qp_attr_port | qp_attr_qkey).ok());
+    attr.state = QpState::rtr;
+    EXPECT_EQ(qp.modify(attr, qp_attr_state | qp_attr_dest_qpn).code(),
+              StatusCode::invalid_parameter)
+        << "a UD QP has no destination QP";
+    ASSERT_TRUE(qp.modify(attr, qp_attr_state).ok());
+    EXPECT_EQ(qp.attributes().value().qkey, 0x1234U);
+}
+
+// Over IPv6 the GRH is the datagram's own 40-byte IPv6 header.
+class Ipv6UdEngineTest : public EngineTest {
+protected:
+    bool ipv6() const override { return true; }
+};
+
+TEST_F(Ipv6UdEngineTest, TheGrhIsTheIpv6HeaderTheDatagramCameIn) {
+    QueuePair ud_a = make_ud_qp(a_->context, a_->pd, a_->cq);
+    QueuePair ud_b = make_ud_qp(b_->context, b_->pd, b_->cq);
+    AhAttr attr;
+    attr.dest_gid = pair_->gid_b();
+    attr.dest_mac = port_mac(*b_);
+    attr.hop_limit = 17;
+    attr.traffic_class = 0x28;
+    AddressHandle ah = std::move(a_->pd.create_ah(attr).value());
+    fill(*a_, 0, 100, 3);
+    RecvWr recv = recv_wr(1, {b_->addr(), 256, b_->mr.lkey()});
+    ASSERT_EQ(post_recv(ud_b, {&recv, 1}), 1);
+    SendWr wr = ud_send_wr(1, {a_->addr(), 100, a_->mr.lkey()}, ah, ud_b.qpn(), kUdQkey);
+    ASSERT_EQ(post_send(ud_a, {&wr, 1}), 1);
+    const auto done = wait(*b_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    ASSERT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
+    EXPECT_EQ(done[0].byte_len, 140U);
+    EXPECT_EQ(done[0].src_gid, pair_->gid_a());
+    const std::uint8_t* grh = b_->data();
+    EXPECT_EQ(grh[0] >> 4, 6) << "IP version 6";
+    EXPECT_EQ(((grh[0] & 0x0f) << 4) | (grh[1] >> 4), 0x28) << "the AH's traffic class";
+    EXPECT_EQ(grh[7], 17) << "the AH's hop limit";
+    EXPECT_TRUE(std::equal(grh + 8, grh + 24, pair_->gid_a().raw.begin()));
+    EXPECT_TRUE(std::equal(grh + 24, grh + 40, pair_->gid_b().raw.begin()));
+    EXPECT_EQ(std::memcmp(grh + 40, a_->data(), 100), 0);
+}
+
+class UdWireCaptureTest : public WireCaptureTest {};
+
+// The datagrams swroce sends decode in tshark with a valid ICRC, DETH and all.
+TEST_F(UdWireCaptureTest, DatagramsDecodeWithAValidIcrc) {
+    QueuePair ud_a = make_ud_qp(a_->context, a_->pd, a_->cq);
+    QueuePair ud_b = make_ud_qp(b_->context, b_->pd, b_->cq);
+    AhAttr attr;
+    attr.dest_gid = pair_->gid_b();
+    attr.dest_mac = port_mac(*b_);
+    AddressHandle ah = std::move(a_->pd.create_ah(attr).value());
+    fill(*a_, 0, 1024, 7);
+    RecvWr recv = recv_wr(1, {b_->addr(), 2048, b_->mr.lkey()});
+    ASSERT_EQ(post_recv(ud_b, {&recv, 1}), 1);
+    SendWr plain = ud_send_wr(1, {a_->addr(), 1000, a_->mr.lkey()}, ah, ud_b.qpn(), kUdQkey);
+    SendWr imm = ud_send_wr(2, {a_->addr(), 3, a_->mr.lkey()}, ah, ud_b.qpn(), kUdQkey);
+    imm.opcode = WrOpcode::send_with_imm;
+    ASSERT_EQ(post_send(ud_a, {&plain, 1}), 1);
+    ASSERT_EQ(post_send(ud_a, {&imm, 1}), 1);
+    ASSERT_EQ(wait(*a_, 2).size(), 2U);
+    ASSERT_EQ(wait(*b_, 1).size(), 1U);
+    const auto frames = read_pcapng(capture_path());
+    std::set<roce::Opcode> opcodes;
+    for (const auto& frame : frames) {
+        const roce::ParsedFrame parsed = roce::parse_roce_frame(frame);
+        ASSERT_TRUE(parsed.ok()) << roce::parse_error_name(parsed.error);
+        if (parsed.info->transport != roce::Transport::ud) {
+            continue;
+        }
+        opcodes.insert(parsed.opcode());
+        EXPECT_EQ(parsed.deth.qkey, kUdQkey);
+        EXPECT_EQ(parsed.deth.src_qp, ud_a.qpn());
+        EXPECT_EQ(parsed.bth.dest_qp, ud_b.qpn());
+        EXPECT_FALSE(parsed.bth.ack_req);
+    }
+    EXPECT_EQ(opcodes, (std::set<roce::Opcode>{roce::Opcode::ud_send_only,
+                                               roce::Opcode::ud_send_only_with_immediate}));
+    const char* checker = std::getenv("PRDMA_CHECK_INFINIBAND");
+    ASSERT_NE(checker, nullptr);
+    const std::string command = std::string(checker) + " --min-frames 2 " + capture_path();
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
 }
 
 } // namespace

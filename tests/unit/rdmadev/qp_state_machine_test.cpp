@@ -81,8 +81,42 @@ TEST(QpStateMachine, ExactlyTheIbtaTransitionsAreLegal) {
     EXPECT_TRUE(transition_rule(QpState::reset, QpState::reset).legal);
 }
 
+// IBTA's UD column: the same transitions, a Q_Key where RC takes its peer, its PSNs and retries.
+TEST(QpStateMachine, UdTakesAQkeyAndNoPeer) {
+    int legal = 0;
+    for (QpState from : kStates) {
+        for (QpState to : kStates) {
+            legal += transition_rule(from, to, QpType::ud).legal ? 1 : 0;
+        }
+    }
+    EXPECT_EQ(legal, 14 + 9);
+    const QpAttrMask init = qp_attr_state | qp_attr_port | qp_attr_qkey;
+    EXPECT_EQ(check_transition(QpState::reset, QpState::init, init, QpType::ud), "");
+    EXPECT_NE(
+        check_transition(QpState::reset, QpState::init, qp_attr_state | qp_attr_port, QpType::ud),
+        "")
+        << "the Q_Key is required";
+    EXPECT_NE(check_transition(QpState::reset, QpState::init, init, QpType::rc), "")
+        << "an RC QP takes no Q_Key";
+    EXPECT_EQ(check_transition(QpState::init, QpState::rtr, qp_attr_state, QpType::ud), "");
+    EXPECT_NE(check_transition(QpState::init, QpState::rtr,
+                               qp_attr_state | qp_attr_dest | qp_attr_dest_qpn, QpType::ud),
+              "")
+        << "no peer";
+    EXPECT_EQ(
+        check_transition(QpState::rtr, QpState::rts, qp_attr_state | qp_attr_sq_psn, QpType::ud),
+        "");
+    EXPECT_NE(check_transition(QpState::rtr, QpState::rts,
+                               qp_attr_state | qp_attr_sq_psn | qp_attr_timeout, QpType::ud),
+              "")
+        << "nothing is retried";
+    EXPECT_EQ(
+        check_transition(QpState::rts, QpState::rts, qp_attr_state | qp_attr_qkey, QpType::ud), "");
+}
+
 TEST(QpAttrMaskNames, ListsEveryBit) {
     EXPECT_EQ(qp_attr_mask_names(qp_attr_path_mtu | qp_attr_dest_qpn), "path_mtu|dest_qpn");
+    EXPECT_EQ(qp_attr_mask_names(qp_attr_cur_state | qp_attr_qkey), "cur_state|qkey");
     EXPECT_EQ(qp_attr_mask_names(QpAttrMask::from_bits(1U << 30)), "unknown bits");
 }
 
