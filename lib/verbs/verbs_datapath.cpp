@@ -77,7 +77,16 @@ bool opcode_of(ibv_wr_opcode opcode, rdma::WrOpcode& out) {
     }
 }
 
-bool convert(const ibv_send_wr& in, rdma::SendWr& out, rdma::Sge* room) {
+// A UD QP's SEND names its destination: the AH, the QP there and the Q_Key.
+bool convert_ud(const ibv_send_wr& in, rdma::SendWr& out) {
+    if (in.wr.ud.ah == nullptr) {
+        return false;
+    }
+    out.ud = {shim_of<ShimAh>(in.wr.ud.ah).wr_handle, in.wr.ud.remote_qpn, in.wr.ud.remote_qkey};
+    return true;
+}
+
+bool convert(const ibv_send_wr& in, rdma::SendWr& out, rdma::Sge* room, bool ud) {
     out = rdma::SendWr{};
     out.wr_id = in.wr_id;
     const unsigned known =
@@ -115,10 +124,10 @@ bool convert(const ibv_send_wr& in, rdma::SendWr& out, rdma::Sge* room) {
         out.opcode == rdma::WrOpcode::rdma_read) {
         out.rdma = {in.wr.rdma.remote_addr, in.wr.rdma.rkey};
     }
-    return true;
+    return !ud || convert_ud(in, out);
 }
 
-bool convert(const ibv_recv_wr& in, rdma::RecvWr& out, rdma::Sge* room) {
+bool convert(const ibv_recv_wr& in, rdma::RecvWr& out, rdma::Sge* room, bool /*ud*/) {
     out = rdma::RecvWr{};
     out.wr_id = in.wr_id;
     return take_sges(in.sg_list, in.num_sge, out, room);
@@ -127,11 +136,11 @@ bool convert(const ibv_recv_wr& in, rdma::RecvWr& out, rdma::Sge* room) {
 // Posts what is converted; on a refusal or a WR it cannot convert, *bad names the first WR not
 // posted and the verb's error number is returned.
 template <typename VerbsWr, typename Wr, typename Post>
-int post_chain(VerbsWr* wr, VerbsWr** bad, Post&& post) {
+int post_chain(VerbsWr* wr, VerbsWr** bad, bool ud, Post&& post) {
     if (wr != nullptr && wr->next == nullptr && wr->num_sge <= 1) {
         // One WR with one SGE or none, what most programs post: converted on the stack.
         Wr one;
-        if (!convert(*wr, one, nullptr)) {
+        if (!convert(*wr, one, nullptr, ud)) {
             *bad = wr;
             return EINVAL;
         }
@@ -149,7 +158,7 @@ int post_chain(VerbsWr* wr, VerbsWr** bad, Post&& post) {
         b.count = 0;
         int unconvertible = 0;
         for (; wr != nullptr && b.count < burst; wr = wr->next) {
-            if (!convert(*wr, b.wrs[b.count], b.sges[b.count].data())) {
+            if (!convert(*wr, b.wrs[b.count], b.sges[b.count].data(), ud)) {
                 unconvertible = EINVAL;
                 break;
             }
@@ -173,24 +182,27 @@ int post_chain(VerbsWr* wr, VerbsWr** bad, Post&& post) {
 }
 
 int post_send_op(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-    const rdma::QueuePair& handle = *shim_of<ShimQp>(qp).handle;
+    const ShimQp& shim = shim_of<ShimQp>(qp);
+    const rdma::QueuePair& handle = *shim.handle;
     return post_chain<ibv_send_wr, rdma::SendWr>(
-        wr, bad, [&](std::span<const rdma::SendWr> wrs) { return rdma::post_send(handle, wrs); });
+        wr, bad, shim.ud,
+        [&](std::span<const rdma::SendWr> wrs) { return rdma::post_send(handle, wrs); });
 }
 
 int post_recv_op(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     const rdma::QueuePair& handle = *shim_of<ShimQp>(qp).handle;
     return post_chain<ibv_recv_wr, rdma::RecvWr>(
-        wr, bad, [&](std::span<const rdma::RecvWr> wrs) { return rdma::post_recv(handle, wrs); });
+        wr, bad, false,
+        [&](std::span<const rdma::RecvWr> wrs) { return rdma::post_recv(handle, wrs); });
 }
 
 int post_srq_recv_op(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     auto& shim = shim_of<ShimSrq>(srq);
     const rdma::SharedReceiveQueue& handle = *shim.handle;
     const std::lock_guard one_producer(shim.post_mutex);
-    return post_chain<ibv_recv_wr, rdma::RecvWr>(wr, bad, [&](std::span<const rdma::RecvWr> wrs) {
-        return rdma::post_srq_recv(handle, wrs);
-    });
+    return post_chain<ibv_recv_wr, rdma::RecvWr>(
+        wr, bad, false,
+        [&](std::span<const rdma::RecvWr> wrs) { return rdma::post_srq_recv(handle, wrs); });
 }
 
 } // namespace
@@ -267,6 +279,9 @@ void to_verbs_wc(const rdma::WorkCompletion& in, ibv_wc& out) {
     out.byte_len = in.byte_len;
     out.qp_num = in.qpn;
     out.src_qp = in.src_qpn;
+    if (in.flags.has(rdma::wc_grh)) {
+        out.wc_flags |= IBV_WC_GRH;
+    }
     if (in.flags.has(rdma::wc_with_imm)) {
         out.wc_flags |= IBV_WC_WITH_IMM;
         out.imm_data = htonl(in.imm_or_invalidated);

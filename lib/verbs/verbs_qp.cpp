@@ -1,5 +1,5 @@
 // Queue pairs: create (with its own receive queue or an SRQ's), modify (ibv_qp_attr and its mask
-// to prdma's), query, destroy. RC only.
+// to prdma's), query, destroy. RC and UD.
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -41,7 +41,7 @@ struct MaskBit {
     int verbs;
     rdma::QpAttrField prdma;
 };
-constexpr std::array<MaskBit, 14> mask_bits = {{
+constexpr std::array<MaskBit, 15> mask_bits = {{
     {IBV_QP_STATE, rdma::qp_attr_state},
     {IBV_QP_CUR_STATE, rdma::qp_attr_cur_state},
     {IBV_QP_ACCESS_FLAGS, rdma::qp_attr_access_flags},
@@ -56,9 +56,10 @@ constexpr std::array<MaskBit, 14> mask_bits = {{
     {IBV_QP_MIN_RNR_TIMER, rdma::qp_attr_min_rnr_timer},
     {IBV_QP_SQ_PSN, rdma::qp_attr_sq_psn},
     {IBV_QP_MAX_DEST_RD_ATOMIC, rdma::qp_attr_max_dest_rd_atomic},
+    {IBV_QP_QKEY, rdma::qp_attr_qkey},
 }};
-// Bits an RC QP on RoCE may carry without meaning anything here: P_Key index 0 is the only one,
-// and the destination QPN is in prdma's mask below.
+// Bits a QP on RoCE may carry without meaning anything here: P_Key index 0 is the only one, and
+// the destination QPN is in prdma's mask below.
 constexpr int ignored_bits = IBV_QP_PKEY_INDEX | IBV_QP_EN_SQD_ASYNC_NOTIFY;
 
 Result<rdma::QpAttrMask> mask_of(int mask) {
@@ -127,12 +128,13 @@ Result<rdma::QpAttr> attr_of(const ibv_qp_attr& in, int mask) {
     out.min_rnr_timer = in.min_rnr_timer;
     out.max_rd_atomic = in.max_rd_atomic;
     out.max_dest_rd_atomic = in.max_dest_rd_atomic;
+    out.qkey = in.qkey;
     return out;
 }
 
 Status check_init(const ibv_qp_init_attr& init) {
-    if (init.qp_type != IBV_QPT_RC) {
-        return Error(StatusCode::not_supported, "only RC QPs are supported (not UC, UD or XRC)");
+    if (init.qp_type != IBV_QPT_RC && init.qp_type != IBV_QPT_UD) {
+        return Error(StatusCode::not_supported, "only RC and UD QPs are supported (not UC or XRC)");
     }
     if (init.send_cq == nullptr || init.recv_cq == nullptr) {
         return Error(StatusCode::invalid_parameter, "a QP needs a send and a receive CQ");
@@ -164,7 +166,9 @@ Result<std::unique_ptr<ShimQp>> make_qp(ShimContext& context, ibv_pd* pd,
     auto made = std::make_unique<ShimQp>();
     made->caps = caps_of(init.cap);
     made->signal_all = init.sq_sig_all != 0;
+    made->ud = init.qp_type == IBV_QPT_UD;
     rdma::QpInitAttr attr;
+    attr.type = made->ud ? rdma::QpType::ud : rdma::QpType::rc;
     attr.pd = &shim_of<ShimPd>(pd).handle;
     attr.send_cq = shim_of<ShimCq>(init.send_cq).handle;
     attr.recv_cq = shim_of<ShimCq>(init.recv_cq).handle;
@@ -216,7 +220,7 @@ ShimQp* create_qp(const char* verb, ibv_pd* pd, ibv_qp_init_attr* init) {
     qp.qp_num = made.value()->handle->qpn();
     qp.handle = qp.qp_num;
     qp.state = IBV_QPS_RESET;
-    qp.qp_type = IBV_QPT_RC;
+    qp.qp_type = init->qp_type;
     pthread_mutex_init(&qp.mutex, nullptr);
     pthread_cond_init(&qp.cond, nullptr);
     watch_qp_events(context, &qp);
@@ -299,13 +303,14 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
     attr->timeout = a.timeout;
     attr->retry_cnt = a.retry_cnt;
     attr->rnr_retry = a.rnr_retry;
+    attr->qkey = a.qkey;
     *init = {};
     init->qp_context = qp->qp_context;
     init->send_cq = qp->send_cq;
     init->recv_cq = qp->recv_cq;
     init->srq = qp->srq;
     init->cap = attr->cap;
-    init->qp_type = IBV_QPT_RC;
+    init->qp_type = shim.ud ? IBV_QPT_UD : IBV_QPT_RC;
     init->sq_sig_all = shim.signal_all ? 1 : 0;
     qp->state = attr->qp_state;
     return 0;

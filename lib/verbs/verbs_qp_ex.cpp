@@ -83,6 +83,17 @@ rdma::SendWr* current_wr(ibv_qp_ex* qp) {
     return &b.wrs[b.count - 1];
 }
 
+// A UD QP's SEND: where it goes (ibv_wr_set_ud_addr).
+void set_ud_addr(ibv_qp_ex* qp, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
+    if (rdma::SendWr* wr = current_wr(qp)) {
+        if (ah == nullptr) {
+            shim_qp(qp).batch->error = EINVAL;
+            return;
+        }
+        wr->ud = {shim_of<ShimAh>(ah).wr_handle, remote_qpn, remote_qkey};
+    }
+}
+
 void rdma_write(ibv_qp_ex* qp, uint32_t rkey, uint64_t remote_addr) {
     if (rdma::SendWr* wr = begin_wr(qp, rdma::WrOpcode::rdma_write)) {
         wr->rdma = {remote_addr, rkey};
@@ -209,6 +220,7 @@ void set_builders(ibv_qp_ex& qp, std::uint64_t ops) {
     qp.wr_set_sge_list = set_sge_list;
     qp.wr_set_inline_data = set_inline_data;
     qp.wr_set_inline_data_list = set_inline_data_list;
+    qp.wr_set_ud_addr = set_ud_addr;
     const auto asked = [ops](std::uint64_t op) { return (ops & op) != 0; };
     qp.wr_rdma_write = asked(IBV_QP_EX_WITH_RDMA_WRITE) ? rdma_write : nullptr;
     qp.wr_rdma_write_imm = asked(IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM) ? rdma_write_imm : nullptr;

@@ -148,6 +148,7 @@ struct ShimQp {
     rdma::QueuePair* handle = nullptr;
     rdma::QpCaps caps;
     bool signal_all = false;
+    bool ud = false;          // IBV_QPT_UD: its sends name an address handle
     WrBatch* batch = nullptr; // kept with the handle
 };
 // A shared receive queue (verbs_srq.cpp); its QPs name it in their ibv_qp's srq.
@@ -158,9 +159,15 @@ struct ShimSrq {
     // for); prdma's post_srq_recv takes one producer at a time.
     std::mutex post_mutex;
 };
+// An address handle (verbs_ah.cpp); a UD send names it in wr.ud.ah.
+struct ShimAh {
+    ibv_ah ah{};
+    rdma::AddressHandle* handle = nullptr; // kept
+    void* wr_handle = nullptr;             // what prdma's UD WR names it by
+};
 static_assert(std::is_standard_layout_v<ShimPd> && std::is_standard_layout_v<ShimMr> &&
               std::is_standard_layout_v<ShimCq> && std::is_standard_layout_v<ShimQp> &&
-              std::is_standard_layout_v<ShimSrq>);
+              std::is_standard_layout_v<ShimSrq> && std::is_standard_layout_v<ShimAh>);
 
 // Owns the parts shim objects point at, by address, until release_kept (verbs_env.cpp).
 void keep_erased(const void* key, std::shared_ptr<void> owner);

@@ -71,12 +71,6 @@ int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
 int ibv_resize_cq(ibv_cq*, int) {
     return refuse_call("ibv_resize_cq");
 }
-ibv_ah* ibv_create_ah(ibv_pd*, ibv_ah_attr*) {
-    return refuse_object<ibv_ah>("ibv_create_ah");
-}
-int ibv_destroy_ah(ibv_ah*) {
-    return refuse_call("ibv_destroy_ah");
-}
 int ibv_init_ah_from_wc(ibv_context*, uint8_t, ibv_wc*, ibv_grh*, ibv_ah_attr*) {
     return -refuse_call("ibv_init_ah_from_wc");
 }

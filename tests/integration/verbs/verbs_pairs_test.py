@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Debian's own verbs programs on both ends, each process with libprdma-verbs preloaded and its
 own swroce device on one end of a memif link, the engine on an EAL service lcore: rdma-core's
-ibv_rc_pingpong (with -g and its own buffer check) and ibv_srq_pingpong (many QPs on one SRQ),
+ibv_rc_pingpong and ibv_ud_pingpong (with -g and their own buffer checks) and ibv_srq_pingpong
+(many QPs on one SRQ),
 perftest's WRITE, READ, SEND and atomic tests, latency and bandwidth, at sizes up to
-multi-packet, and ibv_asyncwatch hearing the port come and go. Each pair must exit 0 on both sides, print its results, leave no runtime directory
+multi-packet, its UD SEND tests, and ibv_asyncwatch hearing the port come and go. Each pair must exit 0 on both sides, print its results, leave no runtime directory
 and crash nowhere."""
 import os
 import re
@@ -101,6 +102,21 @@ class VerbsPairsTest(unittest.TestCase):
                 'ibv_srq_pingpong', ['-g', '0', '-d', 'rdma_swroce0', '-n', '200', '-q', '16',
                                      '-r', '64', '-s', size], r'200 iters in [0-9.]+ seconds')
             self.assertEqual(len(re.findall(r'remote address: .*QPN', client[1])), 16)
+
+    def test_ibv_ud_pingpong_with_its_own_check(self):
+        # UD: an address handle from the peer's GID (its MAC found by ARP), datagrams of up to
+        # the 1024 B port MTU behind the 40-byte GRH the program skips, Q_Key 0x11111111.
+        for size in ('1024', '100'):
+            self.expect_pair('ibv_ud_pingpong', ['-g', '0', '-d', 'rdma_swroce0', '-n', '100',
+                                                 '-s', size, '-r', '64', '-c'],
+                             r'100 iters in [0-9.]+ seconds')
+
+    def test_perftest_ud_send_latency_and_bandwidth(self):
+        # perftest's -c UD: its own address handles, the GRH in every receive, one MTU at most.
+        self.expect_pair('ib_send_lat', ['-x', '0', '-d', 'rdma_swroce0', '-n', '100', '-s', '8',
+                                         '-c', 'UD'], r'(?m)^ 8\s+100\s+[0-9.]+')
+        self.expect_pair('ib_send_bw', ['-x', '0', '-d', 'rdma_swroce0', '-n', '1000', '-s',
+                                        '1024', '-c', 'UD'], r'(?m)^ 1024\s+1000\s+[0-9.]+')
 
     def test_event_mode_wakes_on_completions(self):
         # -e: the programs sleep in ibv_get_cq_event; the service lcore's completion wakes them.

@@ -380,6 +380,90 @@ TEST_F(VerbsProgram, BadUseGetsVerbsErrorNumbers) {
     free_side(a);
 }
 
+// A UD QP and an address handle as ibv_ud_pingpong makes them, its attributes read back, and
+// what verbs refuses: an AH without a GRH, a datagram over the port MTU, an RDMA WRITE on UD.
+TEST_F(VerbsProgram, AUdQpSendsThroughAnAddressHandleAndRefusesWhatUdCannot) {
+    ibv_pd* pd = ibv_alloc_pd(a_);
+    ASSERT_NE(pd, nullptr);
+    ibv_cq* cq = ibv_create_cq(a_, 16, nullptr, nullptr, 0);
+    ASSERT_NE(cq, nullptr);
+    ibv_qp_init_attr init{};
+    init.send_cq = cq;
+    init.recv_cq = cq;
+    init.qp_type = IBV_QPT_UD;
+    init.cap = {.max_send_wr = 4,
+                .max_recv_wr = 4,
+                .max_send_sge = 1,
+                .max_recv_sge = 1,
+                .max_inline_data = 0};
+    ibv_qp* qp = ibv_create_qp(pd, &init);
+    ASSERT_NE(qp, nullptr);
+    EXPECT_EQ(qp->qp_type, IBV_QPT_UD);
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_INIT;
+    attr.port_num = 1;
+    attr.qkey = 0x11111111;
+    ASSERT_EQ(
+        ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+    attr = {};
+    attr.qp_state = IBV_QPS_RTR;
+    EXPECT_EQ(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_DEST_QPN), EINVAL)
+        << "a UD QP has no destination";
+    ASSERT_EQ(ibv_modify_qp(qp, &attr, IBV_QP_STATE), 0);
+    attr.qp_state = IBV_QPS_RTS;
+    ASSERT_EQ(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+    ibv_qp_init_attr got{};
+    ASSERT_EQ(ibv_query_qp(qp, &attr, IBV_QP_QKEY | IBV_QP_CAP, &got), 0);
+    EXPECT_EQ(got.qp_type, IBV_QPT_UD);
+    EXPECT_EQ(attr.qkey, 0x11111111U);
+
+    ibv_ah_attr ah_attr{};
+    ah_attr.port_num = 1;
+    errno = 0;
+    EXPECT_EQ(ibv_create_ah(pd, &ah_attr), nullptr);
+    EXPECT_EQ(errno, EINVAL) << "RoCE needs the GRH";
+    ah_attr.is_global = 1;
+    ah_attr.grh.hop_limit = 1;
+    ASSERT_EQ(ibv_query_gid(b_, 1, 0, &ah_attr.grh.dgid), 0);
+    ibv_ah* ah = ibv_create_ah(pd, &ah_attr); // waits for ARP to find b
+    ASSERT_NE(ah, nullptr) << std::strerror(errno);
+    EXPECT_EQ(ibv_dealloc_pd(pd), EBUSY) << "the AH lives on it";
+
+    std::vector<char> buf(2048);
+    ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr);
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data()), 1025, mr->lkey};
+    ibv_send_wr wr{};
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.wr.ud = {ah, 0x11, 0x11111111};
+    ibv_send_wr* bad = nullptr;
+    EXPECT_EQ(ibv_post_send(qp, &wr, &bad), EINVAL) << "over the 1024 B port MTU";
+    EXPECT_EQ(bad, &wr);
+    sge.length = 16;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    EXPECT_EQ(ibv_post_send(qp, &wr, &bad), EINVAL) << "UD carries SENDs only";
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
+    ibv_wc wc{};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    int n = 0;
+    while (n == 0 && std::chrono::steady_clock::now() < deadline) {
+        n = ibv_poll_cq(cq, 1, &wc);
+    }
+    ASSERT_EQ(n, 1);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc.opcode, IBV_WC_SEND);
+
+    EXPECT_EQ(ibv_destroy_ah(ah), 0);
+    EXPECT_EQ(ibv_dereg_mr(mr), 0);
+    EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    EXPECT_EQ(ibv_destroy_cq(cq), 0);
+    EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+}
+
 TEST_F(VerbsProgram, AnExtendedCqHandsOutEachCompletionOnceHoweverItIsPolled) {
     Side a;
     Side b;
