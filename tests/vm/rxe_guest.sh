@@ -4,7 +4,7 @@
 # 10.100.0.20, then for each case in CASES (one "TEST OPTIONS" a line, e.g. "write_lat -n 1000")
 # runs perftest's ib_TEST against the program of test-bed host 1 (rxe_interop.sh: prdma-perf, or for
 # "verbs:TEST OPTIONS" the same program on libprdma-verbs; rdma-core's ibv_TEST for TEST
-# rc_pingpong or srq_pingpong) both ways:
+# rc_pingpong, srq_pingpong or ud_pingpong) both ways:
 #   A: ib_TEST server here, the host's client there (TCP exchange to 192.168.100.10)
 #   B: the host's server there, ib_TEST client here (to 192.168.100.1)
 # Handshake through files in $PRDMA_VM_OUT (shared with the host over 9p):
@@ -49,7 +49,7 @@ while read -r test opts; do
   port=$((base_port + 2 * n))
   test=${test#verbs:}
   case $test in
-    rc_pingpong | srq_pingpong) prog="ibv_$test -d rxe0 -g $idx" ;;
+    rc_pingpong | srq_pingpong | ud_pingpong) prog="ibv_$test -d rxe0 -g $idx" ;;
     *) prog="ib_$test -d rxe0 -x $idx -F" ;;
   esac
   # A: ib_TEST serves, prdma-perf (host 1) is the client.

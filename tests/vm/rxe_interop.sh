@@ -4,8 +4,8 @@
 # 10.100.0.20, on the same br-data) driven by perftest's ib_* tools (Debian's perftest), both
 # ways: the host's program the client of ib_TEST serving in the guest, then ib_TEST in the guest
 # the client of the host's program. The host's program is prdma-perf for a case "TEST OPTIONS",
-# and for "verbs:TEST OPTIONS" Debian's own ib_TEST (or ibv_TEST for TEST rc_pingpong or
-# srq_pingpong, on both ends) with libprdma-verbs preloaded, the engine on a service lcore. The TCP exchange goes
+# and for "verbs:TEST OPTIONS" Debian's own ib_TEST (or ibv_TEST for TEST rc_pingpong,
+# srq_pingpong or ud_pingpong, on both ends) with libprdma-verbs preloaded, the engine on a service lcore. The TCP exchange goes
 # over br-kern (192.168.100.1 <-> 192.168.100.10).
 # Every run must exit 0 and print a result row. The frames on br-data are captured to
 # BUILD_DIR/vm/rxe.pcap (tshark -r rxe.pcap -d udp.port==4791,infiniband).
@@ -36,6 +36,8 @@ cases=("$@")
   "verbs:write_bw -n 500 -s 65536"
   "verbs:rc_pingpong -n 200 -s 4096 -c"
   "verbs:srq_pingpong -n 200 -s 4096 -q 8 -r 64"
+  "verbs:ud_pingpong -n 200 -s 1024 -r 64 -c"
+  "verbs:send_lat -n 300 -c UD"
 )
 if [ ! -f "$shim" ]; then # built without libprdma-verbs (meson option verbs)
   kept=()
@@ -95,7 +97,7 @@ h1_verbs() {
   local test=$1 prog
   shift
   case $test in
-    rc_pingpong | srq_pingpong) prog=("ibv_$test" -d rdma_swroce0 -g 0) ;;
+    rc_pingpong | srq_pingpong | ud_pingpong) prog=("ibv_$test" -d rdma_swroce0 -g 0) ;;
     *) prog=("ib_$test" -d rdma_swroce0 -x 0 -F) ;;
   esac
   ip netns exec prdma-h1 env LD_PRELOAD="$shim" PRDMA_EAL_ARGS="-l 0,1 --main-lcore 0 -S 1 \
@@ -171,7 +173,7 @@ pids=()
 # must print numbers.
 row() { grep -E '^ *[0-9]+ +[0-9]+ +[0-9]+\.[0-9]+ +[0-9.]+' "$1" 2>/dev/null | tail -1; }
 rxe_row() { grep -E '^ *[0-9]+ +[0-9]+ +([0-9]+\.[0-9]+|inf) +([0-9.]+|inf)' "$1" 2>/dev/null | tail -1; }
-# ibv_rc_pingpong's and ibv_srq_pingpong's result line, on both ends: "N iters in S seconds = U usec/iter".
+# ibv_rc_pingpong's, ibv_srq_pingpong's and ibv_ud_pingpong's result line, on both ends: "N iters in S seconds = U usec/iter".
 pp_row() { grep -E '^[0-9]+ iters in [0-9.]+ seconds = [0-9.]+ usec/iter' "$1" 2>/dev/null | tail -1; }
 fail=0
 n=0
@@ -182,7 +184,7 @@ for c in "${cases[@]}"; do
   prog=ib_${test#verbs:}
   host=prdma-perf
   case $test in
-    verbs:rc_pingpong | verbs:srq_pingpong)
+    verbs:rc_pingpong | verbs:srq_pingpong | verbs:ud_pingpong)
       prog=ibv_${test#verbs:} host="$prog on libprdma-verbs" ;;
     verbs:*) host="$prog on libprdma-verbs" ;;
   esac
