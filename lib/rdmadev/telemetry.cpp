@@ -70,6 +70,7 @@ int handle_info(const char* /*cmd*/, const char* params, rte_tel_data* d) {
         rte_tel_data_add_dict_u64(d, "max_mr_size", a.max_mr_size);
         rte_tel_data_add_dict_u64(d, "max_queue_groups", a.max_queue_groups);
         rte_tel_data_add_dict_u64(d, "max_srq", a.max_srq);
+        rte_tel_data_add_dict_u64(d, "max_ah", a.max_ah);
         rte_tel_data_add_dict_u64(d, "port_count", dev.config.port_count);
         driver::PortInfo port;
         if (dev.config.ops->query_port(dev, 1, port).ok()) {

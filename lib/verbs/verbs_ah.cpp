@@ -1,6 +1,10 @@
-// Address handles: ibv_create_ah and ibv_destroy_ah on prdma's AddressHandle. RoCE needs the GRH
-// (is_global) for the peer's GID; the MAC is resolved by the device (ARP), which the creation
-// waits for, as rdma-core's providers wait for the kernel's neighbour table.
+// Address handles: ibv_create_ah and ibv_destroy_ah on prdma's AddressHandle, and the reply
+// address of a received datagram (ibv_init_ah_from_wc, ibv_create_ah_from_wc) read from its GRH.
+// RoCE needs the GRH (is_global) for the peer's GID; the MAC is resolved by the device (ARP),
+// which the creation waits for, as rdma-core's providers wait for the kernel's neighbour table.
+#include <algorithm>
+#include <arpa/inet.h>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -40,6 +44,62 @@ Result<std::unique_ptr<ShimAh>> make_ah(ShimContext& context, ibv_pd* pd, const 
     made->handle = keep(std::make_unique<rdma::AddressHandle>(std::move(ah.value())));
     made->wr_handle = made->handle->wr_handle();
     return made;
+}
+
+// The GRH of a RoCE v2 datagram as the device delivered it: an IPv4 header in its last 20 bytes
+// behind zeros, or an IPv6 header.
+int grh_ip_version(const std::uint8_t* grh) {
+    constexpr std::size_t ipv4_at = 20;
+    if ((grh[ipv4_at] >> 4) == 4 &&
+        std::all_of(grh, grh + ipv4_at, [](std::uint8_t b) { return b == 0; })) {
+        return 4;
+    }
+    return (grh[0] >> 4) == 6 ? 6 : 0;
+}
+
+// Who sent the datagram `wc` completed, from its GRH: the sender's GID, its traffic class, and
+// our GID index of the address it was sent to (0, the device's one GID; -1 for another).
+int reply_ah_attr(ibv_context* context, std::uint8_t port_num, const ibv_wc& wc, const ibv_grh& grh,
+                  ibv_ah_attr& out) {
+    out = {};
+    out.port_num = port_num;
+    out.sl = wc.sl;
+    if ((wc.wc_flags & IBV_WC_GRH) == 0) {
+        return -1; // RoCE has no LID: without the GRH nobody can be answered
+    }
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(&grh);
+    ibv_gid ours{};
+    std::array<std::uint8_t, 16> to{};
+    switch (grh_ip_version(bytes)) {
+    case 4: {
+        const std::uint8_t* ip = bytes + 20;
+        // IPv4-mapped GIDs (::ffff:a.b.c.d) of the source and destination addresses.
+        out.grh.dgid.raw[10] = out.grh.dgid.raw[11] = 0xff;
+        std::memcpy(out.grh.dgid.raw + 12, ip + 12, 4);
+        to[10] = to[11] = 0xff;
+        std::memcpy(to.data() + 12, ip + 16, 4);
+        out.grh.traffic_class = ip[1];
+        break;
+    }
+    case 6: {
+        const std::uint32_t flow = ntohl(grh.version_tclass_flow);
+        std::memcpy(out.grh.dgid.raw, grh.sgid.raw, sizeof(out.grh.dgid.raw));
+        std::memcpy(to.data(), grh.dgid.raw, to.size());
+        out.grh.traffic_class = static_cast<std::uint8_t>(flow >> 20);
+        out.grh.flow_label = flow & 0xfffffU;
+        break;
+    }
+    default:
+        return -1;
+    }
+    out.is_global = 1;
+    out.grh.hop_limit = 0xff;
+    if (ibv_query_gid(context, port_num, 0, &ours) != 0 ||
+        std::memcmp(ours.raw, to.data(), to.size()) != 0) {
+        return -1; // sent to an address that is not this port's GID
+    }
+    out.grh.sgid_index = 0;
+    return 0;
 }
 
 } // namespace
@@ -94,6 +154,23 @@ int ibv_destroy_ah(ibv_ah* ah) {
     const std::unique_ptr<ShimAh> gone(&shim);
     prdma::verbs::release_context(context);
     return 0;
+}
+
+int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_grh* grh,
+                        ibv_ah_attr* ah_attr) {
+    if (context == nullptr || wc == nullptr || grh == nullptr || ah_attr == nullptr) {
+        return -1;
+    }
+    return prdma::verbs::reply_ah_attr(context, port_num, *wc, *grh, *ah_attr);
+}
+
+ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {
+    ibv_ah_attr attr{};
+    if (pd == nullptr || ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr) != 0) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    return ibv_create_ah(pd, &attr);
 }
 
 } // extern "C"

@@ -77,9 +77,11 @@ bool opcode_of(ibv_wr_opcode opcode, rdma::WrOpcode& out) {
     }
 }
 
-// A UD QP's SEND names its destination: the AH, the QP there and the Q_Key.
+// A UD QP's SEND names its destination: the AH, the QP there and the Q_Key. Any other opcode is
+// refused before wr.ud is read: the union holds an RDMA or atomic address then.
 bool convert_ud(const ibv_send_wr& in, rdma::SendWr& out) {
-    if (in.wr.ud.ah == nullptr) {
+    if ((out.opcode != rdma::WrOpcode::send && out.opcode != rdma::WrOpcode::send_with_imm) ||
+        in.wr.ud.ah == nullptr) {
         return false;
     }
     out.ud = {shim_of<ShimAh>(in.wr.ud.ah).wr_handle, in.wr.ud.remote_qpn, in.wr.ud.remote_qkey};

@@ -57,6 +57,7 @@ void fill_device_attr(const rdma::DeviceAttr& attr, ibv_device_attr& out) {
     out.max_mr = static_cast<int>(attr.max_mr);
     out.max_pd = static_cast<int>(attr.max_pd);
     out.max_srq = static_cast<int>(attr.max_srq);
+    out.max_ah = static_cast<int>(attr.max_ah);
     out.max_srq_wr = attr.max_srq != 0 ? static_cast<int>(attr.max_qp_wr) : 0; // attributes.hpp
     out.max_srq_sge = attr.max_srq != 0 ? static_cast<int>(attr.max_sge) : 0;
     // verbs' max_qp_rd_atom is what a QP accepts as a responder (max_dest_rd_atomic) and

@@ -292,7 +292,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
     attr->sq_psn = a.sq_psn;
     attr->dest_qp_num = a.dest_qpn;
     attr->cap = prdma::verbs::verbs_caps(shim.caps);
-    attr->ah_attr.is_global = 1;
+    attr->ah_attr.is_global = shim.ud ? 0 : 1; // a UD QP has no destination of its own
     std::memcpy(attr->ah_attr.grh.dgid.raw, a.dest_gid.raw.data(),
                 sizeof(attr->ah_attr.grh.dgid.raw));
     attr->ah_attr.port_num = a.port;

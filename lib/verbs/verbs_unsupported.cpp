@@ -71,12 +71,6 @@ int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
 int ibv_resize_cq(ibv_cq*, int) {
     return refuse_call("ibv_resize_cq");
 }
-int ibv_init_ah_from_wc(ibv_context*, uint8_t, ibv_wc*, ibv_grh*, ibv_ah_attr*) {
-    return -refuse_call("ibv_init_ah_from_wc");
-}
-ibv_ah* ibv_create_ah_from_wc(ibv_pd*, ibv_wc*, ibv_grh*, uint8_t) {
-    return refuse_object<ibv_ah>("ibv_create_ah_from_wc");
-}
 int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
     return refuse_call("ibv_attach_mcast");
 }

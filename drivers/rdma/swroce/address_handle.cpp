@@ -34,6 +34,10 @@ Status create_ah(Device& device, const rdma::driver::AhInit& init, const Control
                                dev.name.c_str(), dev.args.ip.is_v4 ? "IPv4" : "IPv6",
                                gid.is_ipv4_mapped() ? "IPv4-mapped" : "IPv6"));
     }
+    if (dev.ahs.size() >= max_ahs) {
+        return Error(StatusCode::no_resources,
+                     strformat("%s holds its %u address handles", dev.name.c_str(), max_ahs));
+    }
     auto owned = std::make_unique<SwroceAh>();
     SwroceAh& ah = *owned;
     ah.pd = init.pd;

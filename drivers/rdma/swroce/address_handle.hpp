@@ -11,6 +11,10 @@
 
 namespace prdma::swroce {
 
+// Address handles one device holds: each is a header template (~100 bytes) the control path
+// allocates, so an application that leaks them meets a limit, not the heap's end.
+inline constexpr std::uint32_t max_ahs = 65536;
+
 struct SwroceAh {
     std::uint32_t pd = 0;
     rdma::AhAttr attr;

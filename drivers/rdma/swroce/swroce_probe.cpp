@@ -47,6 +47,7 @@ rdma::DeviceAttr device_attributes(const SwroceDevice& dev) {
     attr.max_cq = 4096;
     attr.max_cqe = 1U << 20;
     attr.max_srq = max_srqs;
+    attr.max_ah = max_ahs;
     attr.max_pd = 1U << 16;
     attr.max_inline_data = 256;
     attr.max_queue_groups = dev.port.queue_groups();

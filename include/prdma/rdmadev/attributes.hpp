@@ -34,7 +34,7 @@ struct alignas(8) DeviceAttr {
     std::uint8_t max_qp_rd_atomic = 0;      // reads/atomics a QP may have outstanding
     std::uint8_t max_qp_init_rd_atomic = 0; // reads/atomics a QP accepts from its peer
     std::uint8_t reserved0 = 0;
-    std::uint32_t reserved2 = 0; // every byte is a field: no padding leaks into an answer
+    std::uint32_t max_ah = 0; // address handles the device holds (0 without cap_ud)
     // Bit n set: pages of 2^n bytes (IB page_size_cap; seed 003 counts bits 1-based, we do not).
     std::uint64_t page_size_support = 0;
     DeviceCapabilities capability_flags;

@@ -33,12 +33,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// An RC QP on `cq` with four send and four receive WRs of one SGE each.
-ibv_qp_init_attr small_rc_qp(ibv_cq* cq) {
+// A QP on `cq` (RC unless `type` says) with four send and four receive WRs of one SGE each.
+ibv_qp_init_attr small_qp(ibv_cq* cq, ibv_qp_type type = IBV_QPT_RC) {
     ibv_qp_init_attr init{};
     init.send_cq = cq;
     init.recv_cq = cq;
-    init.qp_type = IBV_QPT_RC;
+    init.qp_type = type;
     init.cap = {.max_send_wr = 4,
                 .max_recv_wr = 4,
                 .max_send_sge = 1,
@@ -387,15 +387,7 @@ TEST_F(VerbsProgram, AUdQpSendsThroughAnAddressHandleAndRefusesWhatUdCannot) {
     ASSERT_NE(pd, nullptr);
     ibv_cq* cq = ibv_create_cq(a_, 16, nullptr, nullptr, 0);
     ASSERT_NE(cq, nullptr);
-    ibv_qp_init_attr init{};
-    init.send_cq = cq;
-    init.recv_cq = cq;
-    init.qp_type = IBV_QPT_UD;
-    init.cap = {.max_send_wr = 4,
-                .max_recv_wr = 4,
-                .max_send_sge = 1,
-                .max_recv_sge = 1,
-                .max_inline_data = 0};
+    ibv_qp_init_attr init = small_qp(cq, IBV_QPT_UD);
     ibv_qp* qp = ibv_create_qp(pd, &init);
     ASSERT_NE(qp, nullptr);
     EXPECT_EQ(qp->qp_type, IBV_QPT_UD);
@@ -427,7 +419,6 @@ TEST_F(VerbsProgram, AUdQpSendsThroughAnAddressHandleAndRefusesWhatUdCannot) {
     ASSERT_EQ(ibv_query_gid(b_, 1, 0, &ah_attr.grh.dgid), 0);
     ibv_ah* ah = ibv_create_ah(pd, &ah_attr); // waits for ARP to find b
     ASSERT_NE(ah, nullptr) << std::strerror(errno);
-    EXPECT_EQ(ibv_dealloc_pd(pd), EBUSY) << "the AH lives on it";
 
     std::vector<char> buf(2048);
     ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
@@ -442,9 +433,12 @@ TEST_F(VerbsProgram, AUdQpSendsThroughAnAddressHandleAndRefusesWhatUdCannot) {
     EXPECT_EQ(ibv_post_send(qp, &wr, &bad), EINVAL) << "over the 1024 B port MTU";
     EXPECT_EQ(bad, &wr);
     sge.length = 16;
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    EXPECT_EQ(ibv_post_send(qp, &wr, &bad), EINVAL) << "UD carries SENDs only";
-    wr.opcode = IBV_WR_SEND;
+    ibv_send_wr write = wr;
+    write.opcode = IBV_WR_RDMA_WRITE;
+    write.wr.rdma = {0x1000, mr->rkey}; // the peer's address, unmapped here: not an AH
+    bad = nullptr;
+    EXPECT_EQ(ibv_post_send(qp, &write, &bad), EINVAL) << "UD carries SENDs only";
+    EXPECT_EQ(bad, &write);
     wr.send_flags = IBV_SEND_SIGNALED;
     ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
     ibv_wc wc{};
@@ -457,11 +451,143 @@ TEST_F(VerbsProgram, AUdQpSendsThroughAnAddressHandleAndRefusesWhatUdCannot) {
     EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
     EXPECT_EQ(wc.opcode, IBV_WC_SEND);
 
-    EXPECT_EQ(ibv_destroy_ah(ah), 0);
     EXPECT_EQ(ibv_dereg_mr(mr), 0);
     EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    EXPECT_EQ(ibv_dealloc_pd(pd), EBUSY) << "the AH lives on it";
+    EXPECT_EQ(ibv_destroy_ah(ah), 0);
     EXPECT_EQ(ibv_destroy_cq(cq), 0);
     EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+}
+
+// Both ends: a datagram through ibv_wr_set_ud_addr whose AH is destroyed right after the post,
+// received behind its GRH (IBV_WC_GRH, src_qp, byte_len read through an extended CQ), then the
+// reply addressed from the GRH alone (ibv_create_ah_from_wc), as a UD server answers a client.
+TEST_F(VerbsProgram, AUdServerAnswersWhoeverItsGrhNames) {
+    Side a;
+    Side b;
+    const std::uint64_t ex_flags =
+        IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_QP_NUM;
+    for (auto [ctx, s] : {std::pair{a_, &a}, std::pair{b_, &b}}) {
+        s->pd = ibv_alloc_pd(ctx);
+        ibv_cq_init_attr_ex cq_attr{};
+        cq_attr.cqe = 16;
+        cq_attr.wc_flags = ex_flags;
+        s->cq_ex = ibv_create_cq_ex(ctx, &cq_attr);
+        ASSERT_NE(s->cq_ex, nullptr);
+        s->cq = ibv_cq_ex_to_cq(s->cq_ex);
+        const ibv_qp_init_attr ud = small_qp(s->cq, IBV_QPT_UD);
+        ibv_qp_init_attr_ex init{};
+        init.send_cq = ud.send_cq;
+        init.recv_cq = ud.recv_cq;
+        init.qp_type = ud.qp_type;
+        init.cap = ud.cap;
+        init.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        init.pd = s->pd;
+        init.send_ops_flags = IBV_QP_EX_WITH_SEND;
+        s->qp = ibv_create_qp_ex(ctx, &init);
+        ASSERT_NE(s->qp, nullptr);
+        ibv_qp_attr attr{};
+        attr.qp_state = IBV_QPS_INIT;
+        attr.port_num = 1;
+        attr.qkey = 0x22;
+        ASSERT_EQ(ibv_modify_qp(s->qp, &attr, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_QKEY), 0);
+        attr.qp_state = IBV_QPS_RTR;
+        ASSERT_EQ(ibv_modify_qp(s->qp, &attr, IBV_QP_STATE), 0);
+        attr.qp_state = IBV_QPS_RTS;
+        ASSERT_EQ(ibv_modify_qp(s->qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+        s->mr = ibv_reg_mr(s->pd, s->buf.data(), s->buf.size(), IBV_ACCESS_LOCAL_WRITE);
+        ASSERT_NE(s->mr, nullptr);
+    }
+    const auto post_receive = [](Side& s) {
+        ibv_sge sge{reinterpret_cast<std::uintptr_t>(s.buf.data()), 40 + 64, s.mr->lkey};
+        ibv_recv_wr wr{};
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_recv(s.qp, &wr, &bad), 0);
+    };
+    // The receive's completion, read through the extended CQ (the wc an application keeps).
+    const auto receive = [](Side& s, ibv_wc& out) {
+        ibv_poll_cq_attr attr{};
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (std::chrono::steady_clock::now() < deadline) {
+            if (ibv_start_poll(s.cq_ex, &attr) != 0) {
+                continue;
+            }
+            do {
+                if (ibv_wc_read_opcode(s.cq_ex) == IBV_WC_RECV) {
+                    out = {};
+                    out.status = s.cq_ex->status;
+                    out.wc_flags = ibv_wc_read_wc_flags(s.cq_ex);
+                    out.byte_len = ibv_wc_read_byte_len(s.cq_ex);
+                    out.src_qp = ibv_wc_read_src_qp(s.cq_ex);
+                    out.qp_num = ibv_wc_read_qp_num(s.cq_ex);
+                    ibv_end_poll(s.cq_ex);
+                    return true;
+                }
+            } while (ibv_next_poll(s.cq_ex) == 0);
+            ibv_end_poll(s.cq_ex);
+        }
+        return false;
+    };
+    post_receive(b);
+    ibv_ah_attr to_b{};
+    to_b.is_global = 1;
+    to_b.port_num = 1;
+    ASSERT_EQ(ibv_query_gid(b_, 1, 0, &to_b.grh.dgid), 0);
+    ibv_ah* ah = ibv_create_ah(a.pd, &to_b);
+    ASSERT_NE(ah, nullptr);
+    std::memcpy(a.buf.data(), "request", 8);
+    ibv_qp_ex* qpx = ibv_qp_to_qp_ex(a.qp);
+    ASSERT_NE(qpx, nullptr);
+    ibv_wr_start(qpx);
+    qpx->wr_id = 1;
+    qpx->wr_flags = 0;
+    ibv_wr_send(qpx);
+    ibv_wr_set_ud_addr(qpx, ah, b.qp->qp_num, 0x22);
+    ibv_wr_set_sge(qpx, a.mr->lkey, reinterpret_cast<std::uintptr_t>(a.buf.data()), 8);
+    ASSERT_EQ(ibv_wr_complete(qpx), 0);
+    EXPECT_EQ(ibv_destroy_ah(ah), 0) << "the posted SEND has its own copy of the destination";
+
+    ibv_wc got{};
+    ASSERT_TRUE(receive(b, got)) << "b received nothing";
+    EXPECT_EQ(got.status, IBV_WC_SUCCESS);
+    EXPECT_TRUE((got.wc_flags & IBV_WC_GRH) != 0);
+    EXPECT_EQ(got.byte_len, 40U + 8U);
+    EXPECT_EQ(got.src_qp, a.qp->qp_num);
+    EXPECT_EQ(got.qp_num, b.qp->qp_num);
+    EXPECT_STREQ(b.buf.data() + 40, "request");
+
+    // The reply goes to whoever the GRH names: a, found from the datagram alone.
+    post_receive(a);
+    ibv_ah* back = ibv_create_ah_from_wc(b.pd, &got, reinterpret_cast<ibv_grh*>(b.buf.data()), 1);
+    ASSERT_NE(back, nullptr) << std::strerror(errno);
+    std::memcpy(b.buf.data() + 512, "reply", 6);
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(b.buf.data() + 512), 6, b.mr->lkey};
+    ibv_send_wr reply{};
+    reply.sg_list = &sge;
+    reply.num_sge = 1;
+    reply.opcode = IBV_WR_SEND;
+    reply.wr.ud = {back, got.src_qp, 0x22};
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(b.qp, &reply, &bad), 0);
+    ibv_wc answer{};
+    ASSERT_TRUE(receive(a, answer)) << "a received no reply";
+    EXPECT_EQ(answer.src_qp, b.qp->qp_num);
+    EXPECT_STREQ(a.buf.data() + 40, "reply");
+    ibv_wc no_grh = got;
+    no_grh.wc_flags &= ~unsigned{IBV_WC_GRH};
+    ibv_ah_attr attr{};
+    EXPECT_NE(ibv_init_ah_from_wc(b_, 1, &no_grh, reinterpret_cast<ibv_grh*>(b.buf.data()), &attr),
+              0)
+        << "RoCE answers no one without a GRH";
+    EXPECT_EQ(ibv_destroy_ah(back), 0);
+    for (Side* s : {&a, &b}) {
+        EXPECT_EQ(ibv_destroy_qp(s->qp), 0);
+        EXPECT_EQ(ibv_dereg_mr(s->mr), 0);
+        EXPECT_EQ(ibv_destroy_cq(s->cq), 0);
+        EXPECT_EQ(ibv_dealloc_pd(s->pd), 0);
+    }
 }
 
 TEST_F(VerbsProgram, AnExtendedCqHandsOutEachCompletionOnceHoweverItIsPolled) {
@@ -646,7 +772,7 @@ TEST_F(VerbsProgram, OneSrqServesTwoQpsAndRaisesItsLimitOnce) {
     EXPECT_GE(srq_init.attr.max_wr, 16U);
     std::array<ibv_qp*, 2> qps{};
     for (ibv_qp*& qp : qps) {
-        ibv_qp_init_attr init = small_rc_qp(cq);
+        ibv_qp_init_attr init = small_qp(cq);
         init.srq = srq;
         init.cap.max_recv_wr = 0;
         init.cap.max_recv_sge = 0;
@@ -837,7 +963,7 @@ TEST_F(VerbsProgram, ControlVerbsFromManyThreadsOnOneDevice) {
                 failures += mr == nullptr || ibv_dereg_mr(mr) != 0 ? 1 : 0;
                 continue;
             }
-            ibv_qp_init_attr init = small_rc_qp(cq);
+            ibv_qp_init_attr init = small_qp(cq);
             ibv_qp* qp = ibv_create_qp(pd, &init);
             if (qp == nullptr) {
                 ++failures;
@@ -926,7 +1052,7 @@ TEST_F(VerbsProgram, AVerbWaitingForThePollingThreadLetsItMakeItsOwn) {
     }
     ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
     ASSERT_NE(cq, nullptr);
-    ibv_qp_init_attr init = small_rc_qp(cq);
+    ibv_qp_init_attr init = small_qp(cq);
     phase = 2;
     const auto start = std::chrono::steady_clock::now();
     ibv_qp* qp = ibv_create_qp(pd, &init);
