@@ -698,6 +698,7 @@ Status run_test(const PerfOptions& o, PerfSession& session, Verifier* verifier) 
     info.post_list = o.post_list;
     info.bidirectional = o.bidirectional;
     info.use_srq = o.use_srq;
+    info.ud = o.ud;
     info.client = client;
     print.set_info(info);
     print.text(test_info_block(info));

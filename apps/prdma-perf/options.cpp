@@ -304,6 +304,18 @@ Status check_modes(PerfOptions& o) {
         return bad("--use-srq: a shared receive queue takes SENDs; send_lat and send_bw only (as "
                    "in perftest)");
     }
+    if (o.ud && (o.test.verb != Verb::send || o.test.kind != Kind::latency)) {
+        // send_bw would need the receiver to count what it lost: a datagram without a receive
+        // posted is dropped, and the run would wait for it.
+        return bad(o.test.verb != Verb::send
+                       ? "-c UD: a datagram is a SEND; send_lat only"
+                       : "-c UD: send_bw is not supported yet (datagrams the server had no "
+                         "receive for are lost, and it would wait for them); send_lat runs UD");
+    }
+    if (o.ud && (o.use_srq || o.verify)) {
+        return bad(std::string("-c UD with ") + (o.use_srq ? "--use-srq" : "--verify") +
+                   " is not supported");
+    }
     if (o.use_srq && o.verify) {
         return bad("--verify checks each QP's messages in that QP's receive buffers; with "
                    "--use-srq any QP takes any buffer: they cannot be combined");
@@ -490,10 +502,11 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
             }
             o.out_reads = static_cast<std::uint32_t>(n.value());
         } else if (name == "connection") {
-            if (v != "RC") {
+            if (v != "RC" && v != "UD") {
                 return bad("option " + std::string(shown) + ": connection type '" + v +
-                           "' is not supported; prdma-perf runs RC");
+                           "' is not supported; prdma-perf runs RC and UD");
             }
+            o.ud = v == "UD";
         } else if (name == "ib-port") {
             if (v != "1") {
                 return bad("option " + std::string(shown) + ": the device has one port (1)");
@@ -689,6 +702,8 @@ std::string usage(TestId test) {
            "      --out_json_file=<f>  that file's name instead\n"
            "      --use-srq            send_lat, send_bw: every QP takes its receives from one\n"
            "                           shared receive queue of rx_depth receives\n"
+           "  -c, --connection=<RC|UD> send_lat: UD sends datagrams of at most the MTU\n"
+           "                           (default RC)\n"
            "\nprdma additions:\n"
            "      --dev=<name>         same as -d\n"
            "      --sizes=<a,b,...>    a list of sizes\n"

@@ -68,6 +68,7 @@ struct PerfOptions {
     bool warm_up = false; // --perform_warm_up: unmeasured WRs before each size (bw)
     bool verify = false;  // --verify: patterned payloads, every received byte checked
     bool use_srq = false; // --use-srq: every QP takes its receives from one SRQ (SEND tests)
+    bool ud = false;      // -c UD: datagrams to an address handle per QP (SEND tests)
     std::optional<std::uint64_t> verify_corrupt_at; // --verify-corrupt-at: a test aid (verify.hpp)
     bool help = false;
     bool version = false;

@@ -100,16 +100,20 @@ Status PerfSession::allocate(const PerfOptions& options, std::uint32_t cycle_buf
         init.caps.max_recv_sge = 1;
         init.caps.max_inline_data = options.inline_size;
         init.srq = s.srq_ ? &s.srq_ : nullptr;
+        init.type = options.ud ? rdma::QpType::ud : rdma::QpType::rc;
         auto qp = s.context_.create_qp(init);
         if (!qp) {
             return wrap(qp, "create_qp");
         }
         s.qps_.push_back(std::move(qp.value()));
     }
+    s.ud_ = options.ud;
     std::uint64_t largest = 0;
     for (const std::uint64_t size : options.sizes) {
         largest = std::max(largest, size);
     }
+    s.largest_ = largest;
+    largest += options.ud ? grh_bytes : 0; // a receive holds the GRH too
     // perftest's BUFF_SIZE: the message, at least a page ("cycle buffer"), page aligned.
     s.slot_ = (std::max<std::uint64_t>(largest, cycle_buffer) + cycle_buffer - 1) / cycle_buffer *
               cycle_buffer;
@@ -163,8 +167,53 @@ std::vector<KeyMessage> PerfSession::local_keys(const PortInfo& port) const {
     return keys;
 }
 
+// -c UD: each QP to RTS with perftest's Q_Key, and an address handle to its peer's GID (which may
+// pend while ARP finds the peer).
+Status PerfSession::connect_ud(const std::vector<KeyMessage>& mine,
+                               const std::vector<KeyMessage>& theirs, rdma::Mtu mtu) {
+    if (largest_ > rdma::mtu_bytes(mtu)) {
+        return Error(StatusCode::invalid_parameter,
+                     "-c UD: a datagram is one packet; messages of at most the MTU (" +
+                         std::to_string(rdma::mtu_bytes(mtu)) + " B)");
+    }
+    for (unsigned i = 0; i < qps_.size(); ++i) {
+        rdma::QpAttr attr;
+        attr.state = rdma::QpState::init;
+        attr.qkey = ud_qkey;
+        Status st =
+            qps_[i].modify(attr, rdma::qp_attr_state | rdma::qp_attr_port | rdma::qp_attr_qkey);
+        attr.state = rdma::QpState::rtr;
+        st = st.ok() ? qps_[i].modify(attr, rdma::qp_attr_state) : st;
+        attr.state = rdma::QpState::rts;
+        attr.sq_psn = mine[i].psn;
+        st = st.ok() ? qps_[i].modify(attr, rdma::qp_attr_state | rdma::qp_attr_sq_psn) : st;
+        if (!st.ok()) {
+            return Error(st.error().code(), "UD QP " + std::to_string(qps_[i].qpn()) +
+                                                " to RTS: " + st.error().message());
+        }
+        rdma::AhAttr to;
+        to.dest_gid = theirs[i].gid;
+        const std::uint64_t request = 0x414800000ULL + i; // "AH" + QP index
+        auto ah = pd_.create_ah(to, request);
+        if (!ah) {
+            return wrap(ah, "create_ah");
+        }
+        if (!ah->ready()) {
+            if (Status resolved = wait_for_control(request); !resolved.ok()) {
+                return resolved;
+            }
+        }
+        ahs_.push_back(std::move(ah.value()));
+        peer_qpns_.push_back(theirs[i].qpn);
+    }
+    return {};
+}
+
 Status PerfSession::connect(const std::vector<KeyMessage>& mine,
                             const std::vector<KeyMessage>& theirs, rdma::Mtu mtu) {
+    if (ud_) {
+        return connect_ud(mine, theirs, mtu);
+    }
     for (unsigned i = 0; i < qps_.size(); ++i) {
         rdma::ConnectionDescriptor peer; // no MAC: the device resolves it (ARP for RoCEv2/IPv4)
         peer.qpn = theirs[i].qpn;
@@ -219,6 +268,7 @@ std::string PerfSession::device_name() const {
 }
 
 void PerfSession::close() {
+    ahs_.clear();
     qps_.clear();
     srq_ = rdma::SharedReceiveQueue{}; // goes with its last QP if a QP's destroy still pends
     mr_ = rdma::MemoryRegionHandle{};

@@ -74,11 +74,26 @@ public:
     [[nodiscard]] std::uint32_t max_inline() const { return max_inline_; }
     [[nodiscard]] std::string device_name() const;
 
+    // -c UD: where QP `qp`'s SENDs go (its peer's QP through an address handle); nothing for RC.
+    void address(unsigned qp, rdma::SendWr& wr) const {
+        if (ud_) {
+            wr.ud = {ahs_[qp].wr_handle(), peer_qpns_[qp], ud_qkey};
+        }
+    }
+    // The bytes a receive needs for a message of `size`: under -c UD the GRH first.
+    [[nodiscard]] std::uint32_t receive_length(std::uint64_t size) const {
+        return static_cast<std::uint32_t>(size + (ud_ ? grh_bytes : 0));
+    }
+
     // Releases QPs, SRQ, MR, CQ and PD, in that order (the port stays until EAL stops).
     void close();
 
 private:
     Status wait_for_control(std::uint64_t request);
+    Status connect_ud(const std::vector<KeyMessage>& mine, const std::vector<KeyMessage>& theirs,
+                      rdma::Mtu mtu);
+    static constexpr std::uint32_t ud_qkey = 0x11111111; // perftest's DEF_QKEY
+    static constexpr std::uint32_t grh_bytes = 40;
     explicit PerfSession(rdma::Context context) : context_(std::move(context)) {}
     [[nodiscard]] std::uint8_t* base() const { return static_cast<std::uint8_t*>(buffer_->data()); }
 
@@ -87,6 +102,10 @@ private:
     rdma::CompletionQueue cq_;
     rdma::SharedReceiveQueue srq_; // --use-srq
     std::vector<rdma::QueuePair> qps_;
+    bool ud_ = false;                      // -c UD
+    std::vector<rdma::AddressHandle> ahs_; // -c UD: one per QP, to its peer
+    std::vector<std::uint32_t> peer_qpns_;
+    std::uint64_t largest_ = 0;            // the largest message size
     std::optional<mem::DmaBuffer> buffer_; // allocated once both sides agreed on the page size
     rdma::MemoryRegionHandle mr_;
     std::uint64_t slot_ = 0;

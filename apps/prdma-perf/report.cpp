@@ -147,7 +147,7 @@ std::string test_info_block(const TestInfo& info) {
     out += "Test\n";
     out += strformat(" Dual-port       : %s\t\tDevice         : %s\n", "OFF", info.device.c_str());
     out += strformat(" Number of qps   : %u\t\tTransport type : %s\n", info.qps, "IB");
-    out += strformat(" Connection type : %s\t\tUsing SRQ      : %s\n", "RC",
+    out += strformat(" Connection type : %s\t\tUsing SRQ      : %s\n", info.ud ? "UD" : "RC",
                      info.use_srq ? "ON" : "OFF");
     out += strformat(" PCIe relax order: %s\n", "OFF");
     out += strformat(" ibv_wr* API     : %s\n", "OFF");

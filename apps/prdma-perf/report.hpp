@@ -70,6 +70,7 @@ struct TestInfo {
     std::uint32_t post_list = 1;
     bool bidirectional = false;
     bool use_srq = false;
+    bool ud = false;    // -c UD
     bool client = true; // the side that posts (perftest prints TX depth for it)
 };
 std::string test_info_block(const TestInfo& info);

@@ -257,8 +257,7 @@ Status post_receives(PerfSession& s, const PerfOptions& o, std::uint64_t size, s
             if (verify.verifier != nullptr && i < receive_slots(s) && i < o.iterations) {
                 fill_complement({buffer, size}, verify.verifier->incoming(q, verify.size_index), i);
             }
-            wr.sge = {reinterpret_cast<std::uint64_t>(buffer), static_cast<std::uint32_t>(size),
-                      s.lkey()};
+            wr.sge = {reinterpret_cast<std::uint64_t>(buffer), s.receive_length(size), s.lkey()};
             wr.wr_id = q;
             if (!s.post_receive(q, wr)) {
                 return Error(StatusCode::no_resources, "the receive queue refused a work request");
@@ -272,12 +271,13 @@ Status run_send_latency(PerfSession& s, const PerfOptions& o, std::uint64_t size
                         LatencySamples& out, VerifyRun verify) {
     const std::uint64_t iterations = o.iterations;
     out.timestamps.assign(iterations, 0);
-    const SendWr wr = rdma::send_wr(
+    SendWr wr = rdma::send_wr(
         0, send_sge(s, size),
         rdma::send_signaled |
             (size <= o.inline_size ? rdma::SendFlags(rdma::send_inline) : rdma::SendFlags()));
-    const RecvWr recv = rdma::recv_wr(0, {reinterpret_cast<std::uint64_t>(s.receive_half(0)),
-                                          static_cast<std::uint32_t>(size), s.lkey()});
+    s.address(0, wr);
+    const RecvWr recv = rdma::recv_wr(
+        0, {reinterpret_cast<std::uint64_t>(s.receive_half(0)), s.receive_length(size), s.lkey()});
     Watchdog watchdog;
     Completions c;
     std::uint64_t posted = 0;
@@ -363,7 +363,7 @@ Status take_receive(PerfSession& s, const PerfOptions& o, ReceiveSide& rx, const
     }
     const RecvWr recv = rdma::recv_wr(
         q, {reinterpret_cast<std::uint64_t>(receive_buffer(s, q, rx.posted[q], verify)),
-            static_cast<std::uint32_t>(rx.size), s.lkey()});
+            s.receive_length(rx.size), s.lkey()});
     if (!s.post_receive(q, recv)) {
         return Error(StatusCode::no_resources, "the receive queue is full");
     }
@@ -456,6 +456,7 @@ Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
                 }
                 wr.sge = {reinterpret_cast<std::uint64_t>(local),
                           static_cast<std::uint32_t>(length), s.lkey()};
+                s.address(q, wr);
                 if (o.test.verb == Verb::atomic) {
                     wr.atomic.remote_addr = peers[q].vaddr + p.offset;
                     wr.atomic.rkey = peers[q].rkey;

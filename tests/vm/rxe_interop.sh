@@ -30,6 +30,7 @@ cases=("$@")
   "read_lat -n 1000"
   "send_lat -n 1000"
   "send_lat -n 500 --use-srq"
+  "send_lat -n 500 -c UD"
   "verbs:write_lat -n 300"
   "verbs:read_lat -n 300"
   "verbs:send_lat -n 300"

@@ -198,6 +198,16 @@ class PerftestOptions(unittest.TestCase):
         self.assertIn('Using SRQ      : ON', out_c, detail)
         self.assertEqual(len(rows(out_c, LAT_ROW)), 2, detail)
 
+    def test_ud_send_lat_sends_datagrams_through_address_handles(self):
+        # -c UD: each side's QP sends to its peer's through an address handle made from the GID
+        # in the key message (its MAC found by ARP); the receives hold the GRH too. 1024 B is the
+        # whole MTU of one packet.
+        out_c, out_s, detail = self.run_ok('send_lat', ('-c', 'UD', '-n', '500', '--sizes',
+                                                        '8,1024'))
+        for out in (out_c, out_s):
+            self.assertIn('Connection type : UD', out, detail)
+        self.assertEqual(len(rows(out_c, LAT_ROW)), 2, detail)
+
     def test_version_names_both(self):
         out = subprocess.run([PERF, 'write_bw', '-V'], capture_output=True, text=True, timeout=30)
         self.assertEqual(out.returncode, 0)
@@ -215,7 +225,11 @@ class PerftestOptions(unittest.TestCase):
                 ('write_bw', ['-Fz'], "unknown option '-z' in '-Fz'"),
                 ('write_bw', ['--out'], 'ambiguous'),
                 ('write_bw', ['--use-srq'], 'send_lat and send_bw only'),
-                ('send_bw', ['--use-srq', '--verify'], 'cannot be combined')):
+                ('send_bw', ['--use-srq', '--verify'], 'cannot be combined'),
+                ('write_lat', ['-c', 'UD'], 'a datagram is a SEND'),
+                ('send_bw', ['-c', 'UD'], 'send_bw is not supported yet'),
+                ('send_lat', ['-c', 'UD', '--use-srq'], 'not supported'),
+                ('send_lat', ['-c', 'UC'], "connection type 'UC' is not supported")):
             out = subprocess.run([PERF, test] + args, capture_output=True, text=True, timeout=30)
             self.assertEqual(out.returncode, 1, (args, out.stderr))
             self.assertIn(says, out.stderr, args)
