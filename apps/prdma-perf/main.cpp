@@ -176,7 +176,7 @@ void print_counters(const PerfSession& session) {
     }
 }
 
-Status run_test(const PerfOptions& o, PerfSession& session, Verifier* verifier);
+Status run_test(PerfOptions o, PerfSession& session, Verifier* verifier);
 
 // write_bw --verify, passive side: the end check expects the run its own options describe; the
 // client's report says what it ran.
@@ -594,7 +594,8 @@ Status bandwidth_phase(const Phase& ph) {
     return x.oob.finish();
 }
 
-Status run_test(const PerfOptions& o, PerfSession& session, Verifier* verifier) {
+// By value: -c UD trims -a's sizes to the MTU once it is agreed.
+Status run_test(PerfOptions o, PerfSession& session, Verifier* verifier) {
     const bool client = o.server.has_value();
     const Verb verb = o.test.verb;
     const bool latency = o.test.kind == Kind::latency;
@@ -673,6 +674,22 @@ Status run_test(const PerfOptions& o, PerfSession& session, Verifier* verifier) 
         }
     }
 
+    if (o.ud) {
+        // A datagram is one packet: -a stops at the MTU, as perftest's does; a size asked for
+        // beyond it is refused before anything is allocated.
+        const std::uint64_t limit = rdma::mtu_bytes(mtu);
+        if (o.run_all) {
+            if (std::erase_if(o.sizes, [limit](std::uint64_t n) { return n > limit; }) > 0) {
+                print.text(" Max msg size in UD is MTU " + std::to_string(limit) +
+                           "\n Changing to this MTU\n");
+            }
+        } else if (std::any_of(o.sizes.begin(), o.sizes.end(),
+                               [limit](std::uint64_t n) { return n > limit; })) {
+            return Error(StatusCode::invalid_parameter,
+                         "-c UD: a datagram is one packet; messages of at most the MTU (" +
+                             std::to_string(limit) + " B)");
+        }
+    }
     if (Status st = session.allocate(o, cycle_buffer); !st.ok()) {
         return st;
     }

@@ -626,12 +626,12 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
         o.cq_moderation = o.tx_depth; // perftest lowers it the same way
     }
     if (!o.inline_given) {
-        // perftest's defaults: write_lat inlines up to 220 bytes, send_lat up to 236, the
-        // bandwidth tests nothing.
+        // perftest's defaults: write_lat inlines up to 220 bytes, send_lat up to 236 (188 over
+        // UD), the bandwidth tests nothing.
         if (test.kind == Kind::latency && test.verb == Verb::write) {
             o.inline_size = 220;
         } else if (test.kind == Kind::latency && test.verb == Verb::send) {
-            o.inline_size = 236;
+            o.inline_size = o.ud ? 188 : 236; // perftest's DEF_INLINE_SEND_UD under -c UD
         } else {
             o.inline_size = 0;
         }

@@ -112,7 +112,6 @@ Status PerfSession::allocate(const PerfOptions& options, std::uint32_t cycle_buf
     for (const std::uint64_t size : options.sizes) {
         largest = std::max(largest, size);
     }
-    s.largest_ = largest;
     largest += options.ud ? grh_bytes : 0; // a receive holds the GRH too
     // perftest's BUFF_SIZE: the message, at least a page ("cycle buffer"), page aligned.
     s.slot_ = (std::max<std::uint64_t>(largest, cycle_buffer) + cycle_buffer - 1) / cycle_buffer *
@@ -170,12 +169,7 @@ std::vector<KeyMessage> PerfSession::local_keys(const PortInfo& port) const {
 // -c UD: each QP to RTS with perftest's Q_Key, and an address handle to its peer's GID (which may
 // pend while ARP finds the peer).
 Status PerfSession::connect_ud(const std::vector<KeyMessage>& mine,
-                               const std::vector<KeyMessage>& theirs, rdma::Mtu mtu) {
-    if (largest_ > rdma::mtu_bytes(mtu)) {
-        return Error(StatusCode::invalid_parameter,
-                     "-c UD: a datagram is one packet; messages of at most the MTU (" +
-                         std::to_string(rdma::mtu_bytes(mtu)) + " B)");
-    }
+                               const std::vector<KeyMessage>& theirs) {
     for (unsigned i = 0; i < qps_.size(); ++i) {
         rdma::QpAttr attr;
         attr.state = rdma::QpState::init;
@@ -199,7 +193,7 @@ Status PerfSession::connect_ud(const std::vector<KeyMessage>& mine,
             return wrap(ah, "create_ah");
         }
         if (!ah->ready()) {
-            if (Status resolved = wait_for_control(request); !resolved.ok()) {
+            if (Status resolved = wait_for_control(request, "create_ah"); !resolved.ok()) {
                 return resolved;
             }
         }
@@ -212,7 +206,7 @@ Status PerfSession::connect_ud(const std::vector<KeyMessage>& mine,
 Status PerfSession::connect(const std::vector<KeyMessage>& mine,
                             const std::vector<KeyMessage>& theirs, rdma::Mtu mtu) {
     if (ud_) {
-        return connect_ud(mine, theirs, mtu);
+        return connect_ud(mine, theirs); // run_test kept the sizes within the MTU
     }
     for (unsigned i = 0; i < qps_.size(); ++i) {
         rdma::ConnectionDescriptor peer; // no MAC: the device resolves it (ARP for RoCEv2/IPv4)
@@ -229,7 +223,7 @@ Status PerfSession::connect(const std::vector<KeyMessage>& mine,
         const std::uint64_t request = 0x5254520000ULL + i; // "RTR" + QP index
         Status st = qps_[i].connect(peer, options, request);
         if (st.code() == StatusCode::pending) {
-            if (Status resolved = wait_for_control(request); !resolved.ok()) {
+            if (Status resolved = wait_for_control(request, "QP to RTR"); !resolved.ok()) {
                 return resolved;
             }
             st = qps_[i].connect(peer, options); // on from RTR
@@ -242,9 +236,9 @@ Status PerfSession::connect(const std::vector<KeyMessage>& mine,
     return {};
 }
 
-// Keeps the device running until control request `request` (RTR resolving the peer's MAC)
-// completes, for at most 10 s.
-Status PerfSession::wait_for_control(std::uint64_t request) {
+// Keeps the device running until control request `request` (`what`: an RTR or an address handle
+// resolving the peer's MAC) completes, for at most 10 s.
+Status PerfSession::wait_for_control(std::uint64_t request, const char* what) {
     const auto deadline = Clock::now() + std::chrono::seconds(10);
     rdma::ControlCompletion done[1];
     for (;;) {
@@ -254,11 +248,11 @@ Status PerfSession::wait_for_control(std::uint64_t request) {
         }
         if (Clock::now() > deadline) {
             return Error(StatusCode::not_connected,
-                         "QP to RTR: the peer's address did not resolve within 10 s");
+                         std::string(what) + ": the peer's address did not resolve within 10 s");
         }
     }
     if (done[0].status != StatusCode::ok) {
-        return Error(done[0].status, "QP to RTR: " + done[0].message);
+        return Error(done[0].status, std::string(what) + ": " + done[0].message);
     }
     return {};
 }

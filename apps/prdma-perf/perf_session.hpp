@@ -89,9 +89,8 @@ public:
     void close();
 
 private:
-    Status wait_for_control(std::uint64_t request);
-    Status connect_ud(const std::vector<KeyMessage>& mine, const std::vector<KeyMessage>& theirs,
-                      rdma::Mtu mtu);
+    Status wait_for_control(std::uint64_t request, const char* what);
+    Status connect_ud(const std::vector<KeyMessage>& mine, const std::vector<KeyMessage>& theirs);
     static constexpr std::uint32_t ud_qkey = 0x11111111; // perftest's DEF_QKEY
     static constexpr std::uint32_t grh_bytes = 40;
     explicit PerfSession(rdma::Context context) : context_(std::move(context)) {}

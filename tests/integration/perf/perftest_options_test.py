@@ -34,8 +34,9 @@ def sample_lists(out):
 
 
 class PerftestOptions(unittest.TestCase):
-    def run_ok(self, test, args=(), server_args=None):
-        rc_c, out_c, err_c, rc_s, out_s, err_s, _ = run_pair(test, args, server_args=server_args)
+    def run_ok(self, test, args=(), server_args=None, **pair):
+        rc_c, out_c, err_c, rc_s, out_s, err_s, _ = run_pair(test, args, server_args=server_args,
+                                                             **pair)
         detail = f'client:\n{out_c}{err_c}\nserver:\n{out_s}{err_s}'
         self.assertEqual((rc_c, rc_s), (0, 0), detail)
         return out_c, out_s, detail
@@ -206,7 +207,21 @@ class PerftestOptions(unittest.TestCase):
                                                         '8,1024'))
         for out in (out_c, out_s):
             self.assertIn('Connection type : UD', out, detail)
+            self.assertIn('Max inline data : 188[B]', out, detail)  # perftest's UD default
         self.assertEqual(len(rows(out_c, LAT_ROW)), 2, detail)
+        # -a stops at the MTU, as perftest's does; a size beyond it is refused before the run.
+        out_c, _, detail = self.run_ok('send_lat', ('-c', 'UD', '-a', '-n', '100'))
+        self.assertIn('Max msg size in UD is MTU 1024', out_c, detail)
+        self.assertEqual([r.group(1) for r in rows(out_c, LAT_ROW)],
+                         [str(1 << i) for i in range(1, 11)], detail)
+        rc_c, out_c, err_c, _, _, _, _ = run_pair('send_lat', ('-c', 'UD', '--sizes', '2048'))
+        self.assertNotEqual(rc_c, 0, out_c)
+        self.assertIn('messages of at most the MTU (1024 B)', err_c)
+        # At a 4096 B MTU a 4096 B datagram's receive is 4136 B: the slot holds it.
+        out_c, _, detail = self.run_ok(
+            'send_lat', ('-c', 'UD', '-n', '200', '--sizes', '4096'),
+            memif=',bsize=4224', devargs=(',mtu=4096', ',mtu=4096'))
+        self.assertEqual(len(rows(out_c, LAT_ROW)), 1, detail)
 
     def test_version_names_both(self):
         out = subprocess.run([PERF, 'write_bw', '-V'], capture_output=True, text=True, timeout=30)
@@ -228,7 +243,8 @@ class PerftestOptions(unittest.TestCase):
                 ('send_bw', ['--use-srq', '--verify'], 'cannot be combined'),
                 ('write_lat', ['-c', 'UD'], 'a datagram is a SEND'),
                 ('send_bw', ['-c', 'UD'], 'send_bw is not supported yet'),
-                ('send_lat', ['-c', 'UD', '--use-srq'], 'not supported'),
+                ('send_lat', ['-c', 'UD', '--use-srq'], '-c UD with --use-srq is not supported'),
+                ('send_lat', ['-c', 'UD', '--verify'], '-c UD with --verify is not supported'),
                 ('send_lat', ['-c', 'UC'], "connection type 'UC' is not supported")):
             out = subprocess.run([PERF, test] + args, capture_output=True, text=True, timeout=30)
             self.assertEqual(out.returncode, 1, (args, out.stderr))
