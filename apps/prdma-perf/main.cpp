@@ -115,6 +115,9 @@ public:
             std::fputs(perftest_json(info_, r, gbits, verified, true).c_str(), stdout);
         } else {
             std::fputs(bandwidth_row(r, gbits).c_str(), stdout);
+            if (r.lost) {
+                std::fputs(loss_line(r).c_str(), stdout);
+            }
         }
         verify_line_for(verified);
         return write_json_file(perftest_json(info_, r, gbits, verified, false));
@@ -465,14 +468,21 @@ Result<BandwidthReport> requester_run(const Phase& ph, unsigned index, ReceiveSi
 
 // One size of send_bw. The receiving side posts rx_depth receives before the handshake that lets
 // the sender start; without -b the server only receives and measures its side itself (no peak,
-// as perftest); with -b both sides send and receive in one loop.
-Result<BandwidthReport> send_bandwidth_run(const Phase& ph, unsigned index) {
+// as perftest); with -b both sides send and receive in one loop. Under -c UD the server stops once
+// the client has moved on and counts what never came; the receives those datagrams would have
+// taken stay posted for the next size (`waiting`, per QP), so each is as long as the largest.
+Result<BandwidthReport> send_bandwidth_run(const Phase& ph, unsigned index,
+                                           std::vector<std::uint64_t>& waiting) {
     const PerfOptions& o = ph.o;
     const std::uint64_t size = o.sizes[index];
     const VerifyRun verify{ph.verifier, index};
-    ReceiveSide rx(ph.session.qp_count(), size, o.iterations, receives_per_qp(o));
+    const std::uint64_t receive_size =
+        o.ud ? *std::max_element(o.sizes.begin(), o.sizes.end()) : size;
+    ReceiveSide rx(ph.session.qp_count(), receive_size, o.iterations, receives_per_qp(o));
     if (!ph.client || o.bidirectional) {
-        if (Status st = post_receives(ph.session, o, size, receives_per_qp(o), verify); !st.ok()) {
+        if (Status st =
+                post_receives(ph.session, o, receive_size, receives_per_qp(o), verify, waiting);
+            !st.ok()) {
             return st.error();
         }
     }
@@ -483,12 +493,22 @@ Result<BandwidthReport> send_bandwidth_run(const Phase& ph, unsigned index) {
         return st.error();
     }
     BandwidthSamples samples = samples_for(ph, size);
-    const Status st = ph.client ? run_bandwidth(ph.session, o, size, ph.x.theirs, samples, verify)
-                                : run_send_bandwidth_server(ph.session, o, rx, samples, verify);
+    const SenderDone sender_done =
+        o.ud ? SenderDone([&oob = ph.x.oob] { return oob.peer_moved_on(); }) : SenderDone();
+    const Status st =
+        ph.client ? run_bandwidth(ph.session, o, size, ph.x.theirs, samples, verify)
+                  : run_send_bandwidth_server(ph.session, o, rx, samples, verify, sender_done);
     if (!st.ok()) {
         return st.error();
     }
-    return report_for(o, samples, size, !ph.client);
+    BandwidthReport r = report_for(o, samples, size, !ph.client);
+    if (o.ud && !ph.client && o.duration_seconds == 0) {
+        r.lost = samples.lost;
+        for (unsigned q = 0; q < rx.received.size(); ++q) {
+            waiting[q] = rx.posted[q] - rx.received[q];
+        }
+    }
+    return r;
 }
 
 // send_bw --run_infinitely: the client SENDs a line per interval; the server receives, keeps its
@@ -530,8 +550,9 @@ Status send_bandwidth_phase(const Phase& ph) {
     if (o.run_infinitely) {
         return send_infinitely(ph);
     }
+    std::vector<std::uint64_t> waiting(ph.session.qp_count(), 0);
     for (unsigned index = 0; index < o.sizes.size(); ++index) {
-        auto r = send_bandwidth_run(ph, index);
+        auto r = send_bandwidth_run(ph, index, waiting);
         if (!r) {
             return r.error();
         }

@@ -195,6 +195,12 @@ bool OobChannel::peer_closed() const {
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+bool OobChannel::peer_moved_on() const {
+    char byte = 0;
+    const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 Status OobChannel::finish() {
     (void)::shutdown(fd_, SHUT_WR);
     char sink[64];

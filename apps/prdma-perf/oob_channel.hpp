@@ -43,6 +43,9 @@ public:
     // The peer has closed the connection or is gone (a byte it sent and nobody read yet is not
     // a close). Does not wait.
     [[nodiscard]] bool peer_closed() const;
+    // The peer has sent something nobody read yet, or closed: it has moved past the phase
+    // this side is still in (send_bw -c UD's sender is done). Does not wait or consume.
+    [[nodiscard]] bool peer_moved_on() const;
     // End of the session: stop writing and wait until the peer has closed too, so neither side
     // tears its port down while the other is still sending (sends no byte perftest would see).
     Status finish();

@@ -304,13 +304,12 @@ Status check_modes(PerfOptions& o) {
         return bad("--use-srq: a shared receive queue takes SENDs; send_lat and send_bw only (as "
                    "in perftest)");
     }
-    if (o.ud && (o.test.verb != Verb::send || o.test.kind != Kind::latency)) {
-        // send_bw would need the receiver to count what it lost: a datagram without a receive
-        // posted is dropped, and the run would wait for it.
-        return bad(o.test.verb != Verb::send
-                       ? "-c UD: a datagram is a SEND; send_lat only"
-                       : "-c UD: send_bw is not supported yet (datagrams the server had no "
-                         "receive for are lost, and it would wait for them); send_lat runs UD");
+    if (o.ud && o.test.verb != Verb::send) {
+        return bad("-c UD: a datagram is a SEND; send_lat and send_bw only");
+    }
+    if (o.ud && o.bidirectional) {
+        // Each side would wait for the other's lost datagrams while it still sends its own.
+        return bad("-c UD with -b is not supported: send_bw -c UD runs one way");
     }
     if (o.ud && (o.use_srq || o.verify)) {
         return bad(std::string("-c UD with ") + (o.use_srq ? "--use-srq" : "--verify") +
@@ -702,8 +701,8 @@ std::string usage(TestId test) {
            "      --out_json_file=<f>  that file's name instead\n"
            "      --use-srq            send_lat, send_bw: every QP takes its receives from one\n"
            "                           shared receive queue of rx_depth receives\n"
-           "  -c, --connection=<RC|UD> send_lat: UD sends datagrams of at most the MTU\n"
-           "                           (default RC)\n"
+           "  -c, --connection=<RC|UD> send_lat, send_bw: UD sends datagrams of at most the\n"
+           "                           MTU; the send_bw server counts those lost (default RC)\n"
            "\nprdma additions:\n"
            "      --dev=<name>         same as -d\n"
            "      --sizes=<a,b,...>    a list of sizes\n"

@@ -238,6 +238,13 @@ std::string bandwidth_row(const BandwidthReport& r, bool gbits) {
                      iterations, r.bw_peak, r.bw_average, r.msg_rate);
 }
 
+std::string loss_line(const BandwidthReport& r) {
+    const std::uint64_t lost = r.lost.value_or(0);
+    return strformat(" Datagrams: %" PRIu64 " of %" PRIu64 " arrived, %" PRIu64
+                     " lost (no receive was posted, or the path dropped them)\n",
+                     r.iterations, r.iterations + lost, lost);
+}
+
 std::string verify_line(const VerifySummary& s) {
     if (s.messages == 0 && s.buffers == 0) {
         return " Data verification: nothing arrives on this side; the peer checks its data\n";
@@ -363,7 +370,8 @@ std::string perftest_json(const TestInfo& info, const BandwidthReport& r, bool g
         strformat("\"MsgSize\": %" PRIu64 ",\n\"n_iterations\": %" PRIu64 ",\n", r.size,
                   r.iterations) +
         "\"BW_peak\": " + bw(r.bw_peak) + ",\n\"BW_average\": " + bw(r.bw_average) +
-        strformat(",\n\"MsgRate\": %.6f", r.msg_rate);
+        strformat(",\n\"MsgRate\": %.6f", r.msg_rate) +
+        (r.lost ? strformat(",\n\"lost\": %" PRIu64, *r.lost) : std::string());
     return json_object(info, results, verify, one_line);
 }
 

@@ -31,6 +31,8 @@ struct BandwidthReport {
     double bw_peak = 0;    // MB/s (2^20 bytes) or Gb/s with --report_gbits
     double bw_average = 0; // same unit
     double msg_rate = 0;   // Mpps
+    // send_bw -c UD's server: datagrams sent that never arrived (the iterations arrived).
+    std::optional<std::uint64_t> lost;
 };
 
 // perftest's print_report_bw: the average over the whole run (first post to last completion) and
@@ -79,6 +81,8 @@ std::string latency_table_header(bool duration);
 std::string latency_row(const LatencyReport& report, bool duration);
 std::string bandwidth_table_header(bool gbits);
 std::string bandwidth_row(const BandwidthReport& report, bool gbits);
+// Under a row with `lost`: how many datagrams arrived of those sent.
+std::string loss_line(const BandwidthReport& report);
 std::string result_line(); // perftest's dashed separator
 
 // What --verify checked for one result line (verifier.hpp).

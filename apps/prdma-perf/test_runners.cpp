@@ -248,11 +248,11 @@ Status run_write_latency(PerfSession& s, const PerfOptions& o, std::uint64_t siz
 }
 
 Status post_receives(PerfSession& s, const PerfOptions& o, std::uint64_t size, std::uint32_t count,
-                     VerifyRun verify) {
+                     VerifyRun verify, std::span<const std::uint64_t> waiting) {
     for (unsigned q = 0; q < s.qp_count(); ++q) {
         RecvWr wr;
         wr.num_sge = 1;
-        for (std::uint32_t i = 0; i < count; ++i) {
+        for (std::uint64_t i = waiting.empty() ? 0 : waiting[q]; i < count; ++i) {
             std::uint8_t* const buffer = receive_buffer(s, q, i, verify);
             if (verify.verifier != nullptr && i < receive_slots(s) && i < o.iterations) {
                 fill_complement({buffer, size}, verify.verifier->incoming(q, verify.size_index), i);
@@ -539,8 +539,46 @@ std::uint64_t ReceiveSide::total() const {
     return std::accumulate(received.begin(), received.end(), std::uint64_t{0});
 }
 
+namespace {
+
+// send_bw -c UD: once the sender has moved on, what it sent last is still on its way; after this
+// much quiet nothing more will come, and what has not arrived is lost.
+constexpr std::uint64_t ud_quiet_milliseconds = 10;
+
+// When a datagram run is over: the sender said it is done (asked only every few thousand idle
+// polls, it is a system call) and then nothing arrived for a while.
+class DatagramEnd {
+public:
+    explicit DatagramEnd(const SenderDone& sender_done)
+        : sender_done_(sender_done), quiet_(rte_get_tsc_hz() * ud_quiet_milliseconds / 1000) {}
+    void arrived(std::uint64_t now) { last_ = now; }
+    [[nodiscard]] bool over() {
+        if (!sender_done_) {
+            return false;
+        }
+        if (!sender_gone_) {
+            if (++idle_polls_ % 4096 == 0 && sender_done_()) {
+                sender_gone_ = true;
+                last_ = rte_rdtsc();
+            }
+            return false;
+        }
+        return rte_rdtsc() - last_ > quiet_;
+    }
+
+private:
+    const SenderDone& sender_done_;
+    std::uint64_t quiet_;
+    std::uint64_t last_ = 0;
+    std::uint64_t idle_polls_ = 0;
+    bool sender_gone_ = false;
+};
+
+} // namespace
+
 Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, ReceiveSide& rx,
-                                 BandwidthSamples& out, VerifyRun verify) {
+                                 BandwidthSamples& out, VerifyRun verify,
+                                 const SenderDone& sender_done) {
     const bool timed = o.duration_seconds != 0;
     const std::uint64_t start = rx.total();
     const std::uint64_t expected = timed ? 0 : rx.per_qp * rx.received.size() - start;
@@ -549,11 +587,16 @@ Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, ReceiveSi
     out.completed.assign(expected, 0);
     const std::uint64_t end = timed ? out.posted[0] + rte_get_tsc_hz() * o.duration_seconds : 0;
     Watchdog watchdog;
+    DatagramEnd datagrams(sender_done);
     WorkCompletion wcs[32];
-    for (std::uint64_t got_total = 0; timed ? rte_rdtsc() < end : got_total < expected;) {
+    std::uint64_t got_total = 0;
+    while (timed ? rte_rdtsc() < end : got_total < expected) {
         const std::uint16_t got = rdma::poll_cq(s.cq(), {wcs, 32});
         if (got == 0) {
             // A timed interval ends by the clock: a stopped client shows as an idle one.
+            if (!timed && datagrams.over()) {
+                break;
+            }
             if (!timed && watchdog.expired()) {
                 return stalled("the peer's SENDs");
             }
@@ -561,6 +604,7 @@ Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, ReceiveSi
         }
         const std::uint64_t now = rte_rdtsc();
         watchdog.progressed();
+        datagrams.arrived(now);
         for (std::uint16_t i = 0; i < got; ++i) {
             if (wcs[i].status != WcStatus::success) {
                 return failed(wcs[i]);
@@ -580,6 +624,10 @@ Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, ReceiveSi
     if (timed) {
         out.iterations = rx.total() - start;
         out.duration_cycles = rte_rdtsc() - out.posted[0];
+    } else if (got_total < expected) {
+        out.lost = expected - got_total;
+        out.iterations = got_total;
+        out.completed.resize(got_total);
     }
     return {};
 }

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "options.hpp"
@@ -29,6 +31,7 @@ struct BandwidthSamples {
     std::vector<std::uint64_t> completed; // per WR, when its (moderated) completion was seen
     std::uint64_t iterations = 0;         // WRs counted (all QPs)
     std::uint64_t duration_cycles = 0;    // -D: first post to last completion
+    std::uint64_t lost = 0;               // send_bw -c UD's server: datagrams that never came
 };
 
 // write_lat / send_lat: both sides run; the client posts first. Under --verify each side fills
@@ -68,13 +71,19 @@ struct ReceiveSide {
 Status run_bandwidth(PerfSession& s, const PerfOptions& o, std::uint64_t size,
                      const std::vector<KeyMessage>& peers, BandwidthSamples& out,
                      VerifyRun verify = {}, ReceiveSide* rx = nullptr);
+// Whether the sender has finished its run (send_bw -c UD); empty where every message arrives.
+using SenderDone = std::function<bool()>;
 // send_bw's receiver: until `rx` is complete, timed from the first arrival; or, with -D
-// (--run_infinitely), for one interval of that length, counting what arrived in it.
+// (--run_infinitely), for one interval of that length, counting what arrived in it. With
+// `sender_done` (datagrams, which may be lost) also until the sender is done and what it sent
+// last had time to arrive; `out.lost` counts what did not.
 Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, ReceiveSide& rx,
-                                 BandwidthSamples& out, VerifyRun verify = {});
+                                 BandwidthSamples& out, VerifyRun verify = {},
+                                 const SenderDone& sender_done = {});
 // send tests: fill each QP's receive queue before the peer may send; under --verify the buffers
 // are poisoned for the messages that will land in them.
+// With `waiting`, QP q has waiting[q] receives posted already and gets only the rest.
 Status post_receives(PerfSession& s, const PerfOptions& o, std::uint64_t size, std::uint32_t count,
-                     VerifyRun verify = {});
+                     VerifyRun verify = {}, std::span<const std::uint64_t> waiting = {});
 
 } // namespace prdma::perf

@@ -31,6 +31,7 @@ cases=("$@")
   "send_lat -n 1000"
   "send_lat -n 500 --use-srq"
   "send_lat -n 500 -c UD"
+  "send_bw -n 200 -s 64 -c UD"
   "verbs:write_lat -n 300"
   "verbs:read_lat -n 300"
   "verbs:send_lat -n 300"

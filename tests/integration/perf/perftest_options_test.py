@@ -223,6 +223,33 @@ class PerftestOptions(unittest.TestCase):
             memif=',bsize=4224', devargs=(',mtu=4096', ',mtu=4096'))
         self.assertEqual(len(rows(out_c, LAT_ROW)), 1, detail)
 
+    def test_ud_send_bw_server_counts_lost_datagrams(self):
+        # The server drops a tenth of what arrives (rx_drop): it must not wait for those, but
+        # stop once the client has moved on, report what arrived and count the rest as lost,
+        # and start the next size with a full receive queue again. A receive for every
+        # datagram is posted up front, so the path is all that loses them.
+        out_c, out_s, detail = self.run_ok(
+            'send_bw', ('-c', 'UD', '-n', '3000', '-r', '3000', '--sizes', '64,1024'),
+            devargs=(',rx_drop=0.1,seed=5', ''))
+        for out in (out_c, out_s):
+            self.assertIn('Connection type : UD', out, detail)
+        client, server = rows(out_c, BW_ROW), rows(out_s, BW_ROW)
+        self.assertEqual((len(client), len(server)), (2, 2), detail)
+        self.assertEqual([r.group(2) for r in client], ['3000', '3000'], detail)
+        losses = re.findall(r'^ Datagrams: (\d+) of (\d+) arrived, (\d+) lost', out_s, re.M)
+        self.assertEqual(len(losses), 2, detail)
+        for row, (arrived, sent, lost) in zip(server, losses):
+            self.assertEqual(row.group(2), arrived, detail)
+            self.assertEqual((int(sent), int(arrived) + int(lost)), (3000, 3000), detail)
+            self.assertGreater(int(lost), 150, detail)  # about 300 of 3000
+            self.assertLess(int(lost), 450, detail)
+        # A lossless path and receives enough for every datagram: nothing lost, as JSON too.
+        _, out_s, detail = self.run_ok('send_bw', ('-c', 'UD', '-n', '200', '-s', '64',
+                                                   '--json'))
+        result = json.loads(next(line for line in out_s.splitlines()
+                                 if line.startswith('{')))['results']
+        self.assertEqual((result['n_iterations'], result['lost']), (200, 0), detail)
+
     def test_version_names_both(self):
         out = subprocess.run([PERF, 'write_bw', '-V'], capture_output=True, text=True, timeout=30)
         self.assertEqual(out.returncode, 0)
@@ -241,8 +268,8 @@ class PerftestOptions(unittest.TestCase):
                 ('write_bw', ['--out'], 'ambiguous'),
                 ('write_bw', ['--use-srq'], 'send_lat and send_bw only'),
                 ('send_bw', ['--use-srq', '--verify'], 'cannot be combined'),
-                ('write_lat', ['-c', 'UD'], 'a datagram is a SEND'),
-                ('send_bw', ['-c', 'UD'], 'send_bw is not supported yet'),
+                ('write_bw', ['-c', 'UD'], 'a datagram is a SEND'),
+                ('send_bw', ['-c', 'UD', '-b'], '-c UD with -b is not supported'),
                 ('send_lat', ['-c', 'UD', '--use-srq'], '-c UD with --use-srq is not supported'),
                 ('send_lat', ['-c', 'UD', '--verify'], '-c UD with --verify is not supported'),
                 ('send_lat', ['-c', 'UC'], "connection type 'UC' is not supported")):
