@@ -44,9 +44,11 @@ void on_received(FwdLcore& lc, Stream& stream, unsigned index, const rdma::WorkC
     const std::uint32_t slot = wr_value(wc.wr_id);
     --stream.recvs_posted;
     ++stream.stats.rx_ops;
-    stream.stats.rx_bytes += wc.byte_len;
-    if (!matches_pattern(stream.buffer + rx_offset + std::size_t{slot} * max_message,
-                         wc.byte_len)) {
+    // A datagram's receive holds the GRH first: the message is what follows it.
+    const std::uint32_t grh = stream.ud ? std::min(wc.byte_len, ud_grh_bytes) : 0;
+    stream.stats.rx_bytes += wc.byte_len - grh;
+    if (!matches_pattern(stream.buffer + rx_offset + std::size_t{slot} * max_message + grh,
+                         wc.byte_len - grh)) {
         ++stream.stats.rx_verify_errors;
     }
     if (!stream.enabled) {

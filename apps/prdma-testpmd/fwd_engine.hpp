@@ -27,6 +27,14 @@ extern const FwdEngine atomic_engine;
 extern const FwdEngine echo_engine;
 extern const FwdEngine mixed_engine;
 extern const FwdEngine rxonly_engine;
+extern const FwdEngine udsend_engine;
+
+// Whether `engine` runs on the session's QPs: udsend on UD QPs only, and UD QPs only that and
+// rxonly (a datagram is a SEND, and echo would need the sender's address).
+[[nodiscard]] inline bool engine_fits(const FwdEngine& engine, bool ud) {
+    return ud ? engine.kind == EngineKind::udsend || engine.kind == EngineKind::rxonly
+              : engine.kind != EngineKind::udsend;
+}
 
 // Every engine, in the order `set fwd` lists them.
 std::span<const FwdEngine* const> fwd_engines();

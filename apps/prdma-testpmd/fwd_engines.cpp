@@ -6,9 +6,9 @@
 namespace prdma::testpmd {
 
 namespace {
-const std::array<const FwdEngine*, 7> engines = {&write_engine,  &read_engine, &send_engine,
-                                                 &atomic_engine, &echo_engine, &mixed_engine,
-                                                 &rxonly_engine};
+const std::array<const FwdEngine*, 8> engines = {&write_engine,  &read_engine,  &send_engine,
+                                                 &atomic_engine, &echo_engine,  &mixed_engine,
+                                                 &rxonly_engine, &udsend_engine};
 } // namespace
 
 std::span<const FwdEngine* const> fwd_engines() {

@@ -19,6 +19,13 @@ namespace prdma::testpmd {
 
 inline constexpr unsigned max_streams_per_lcore = 64;
 inline constexpr unsigned max_burst = 64;
+inline constexpr unsigned max_ud_dests = 256; // as many as --nb-qps may create on the peer
+
+// Where udsend's datagrams go: a UD QP of the peer, through the session's address handle for it.
+struct UdDest {
+    void* ah = nullptr; // AddressHandle::wr_handle()
+    std::uint32_t qpn = 0;
+};
 
 enum class LcoreCommand : std::uint8_t { idle, forward, drain, park, exit };
 enum class LcoreState : std::uint8_t { starting, idle, forwarding, drained, parked, exited };
@@ -66,6 +73,9 @@ struct FwdLcore {
     // when the SRQ refused one.
     std::uint32_t srq_fill_next = 0;
     std::uint64_t drain_deadline = 0;
+    // --qp-type ud: every peer QP connected so far; each stream sends round-robin to all of them.
+    std::array<UdDest, max_ud_dests> ud_dests{};
+    unsigned ud_dest_count = 0;
     std::atomic<LcoreCommand> command{LcoreCommand::idle};
     std::atomic<LcoreState> state{LcoreState::starting};
     Mailbox mailbox;

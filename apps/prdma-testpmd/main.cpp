@@ -100,7 +100,8 @@ SessionConfig session_config(const TestpmdOptions& o) {
             .peer_port = o.peer_port,
             .fwd = o.fwd,
             .engine = find_engine(o.engine),
-            .srq = o.srq};
+            .srq = o.srq,
+            .ud = o.ud};
 }
 
 int run(const TestpmdOptions& o) {

@@ -25,6 +25,7 @@ void post_stream(FwdLcore& lc, Stream& stream) {
     case EngineKind::echo:
     case EngineKind::rxonly:
     case EngineKind::mixed:
+    case EngineKind::udsend: // UD QPs never run mixed (engine_fits)
         break;
     }
 }

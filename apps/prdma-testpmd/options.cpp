@@ -27,6 +27,7 @@ enum LongOnly : int {
     opt_inline,
     opt_signal_every,
     opt_srq,
+    opt_qp_type,
 };
 
 const option long_options[] = {
@@ -44,6 +45,7 @@ const option long_options[] = {
     {"inline", required_argument, nullptr, opt_inline},
     {"signal-every", required_argument, nullptr, opt_signal_every},
     {"srq", no_argument, nullptr, opt_srq},
+    {"qp-type", required_argument, nullptr, opt_qp_type},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -116,9 +118,11 @@ Status apply(int c, const char* arg, TestpmdOptions& o) {
         if (find_engine(arg) == nullptr) {
             return Error(
                 StatusCode::invalid_parameter,
-                strformat("--fwd '%s': write, read, send, atomic, echo, mixed or rxonly", arg));
+                strformat("--fwd '%s': write, read, send, atomic, echo, mixed, rxonly or udsend",
+                          arg));
         }
         o.engine = arg;
+        o.engine_given = true;
         return {};
     case opt_peer:
         return parse_peer(arg, o);
@@ -127,6 +131,12 @@ Status apply(int c, const char* arg, TestpmdOptions& o) {
         return {};
     case opt_srq:
         o.srq = true;
+        return {};
+    case opt_qp_type:
+        if (std::string_view(arg) != "rc" && std::string_view(arg) != "ud") {
+            return Error(StatusCode::invalid_parameter, strformat("--qp-type '%s': rc or ud", arg));
+        }
+        o.ud = std::string_view(arg) == "ud";
         return {};
     default:
         return Error(StatusCode::invalid_parameter, "unknown option (--help lists them)");
@@ -148,13 +158,15 @@ void print_usage(const char* program) {
                 "  --size N               message bytes (default 64; 1 to %u)\n"
                 "  --inline N             inline WRITE/SEND payloads up to N bytes (default 0)\n"
                 "  --signal-every N       one signaled WR every N (default 16)\n"
-                "  --fwd ENGINE           write, read, send, atomic, echo, mixed, rxonly (default "
-                "write)\n"
+                "  --fwd ENGINE           write, read, send, atomic, echo, mixed, rxonly, udsend\n"
+                "                         (default write; udsend under --qp-type ud)\n"
                 "  --peer [HOST][:PORT]   the peer's TCP address; without HOST listen on PORT "
                 "(default 18515)\n"
                 "  --device NAME          the rdma device (default: the first)\n"
                 "  --srq                  each lcore's QPs take their receives from one shared\n"
-                "                         receive queue of %u (send, echo, rxonly)\n",
+                "                         receive queue of %u (send, echo, rxonly)\n"
+                "  --qp-type rc|ud        the QPs' transport (default rc); UD QPs run udsend,\n"
+                "                         datagrams to every peer QP in turn, and rxonly\n",
                 program, max_burst, max_message, srq_slots);
 }
 
@@ -181,6 +193,20 @@ Result<TestpmdOptions> parse_options(int argc, char** argv) {
         return Error(
             StatusCode::invalid_parameter,
             strformat("unexpected argument '%s' (--help lists the options)", argv[optind]));
+    }
+    if (o.ud && o.srq) {
+        return Error(StatusCode::invalid_parameter,
+                     "--qp-type ud with --srq is not supported: UD QPs have receive queues of "
+                     "their own");
+    }
+    if (o.ud && !o.engine_given) {
+        o.engine = "udsend";
+    }
+    if (o.engine_given && !engine_fits(*find_engine(o.engine), o.ud)) {
+        return Error(
+            StatusCode::invalid_parameter,
+            strformat("--fwd %s: %s", o.engine.c_str(),
+                      o.ud ? "UD QPs run udsend or rxonly" : "udsend needs UD QPs (--qp-type ud)"));
     }
     return o;
 }

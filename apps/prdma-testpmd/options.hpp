@@ -24,6 +24,8 @@ struct TestpmdOptions {
     std::string peer_host; // empty: listen
     std::uint16_t peer_port = 18515;
     bool srq = false; // one shared receive queue per forwarding lcore
+    bool ud = false;  // --qp-type ud: the QPs are UD (engines udsend and rxonly)
+    bool engine_given = false;
     bool help = false;
 };
 

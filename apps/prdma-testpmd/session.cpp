@@ -61,6 +61,13 @@ Status Session::open_device(const SessionConfig& config) {
     }
     max_rd_atomic_ =
         std::max<std::uint8_t>(1, std::min<std::uint8_t>(info->attr.max_qp_rd_atomic, 16));
+    if (!info->ports.empty()) {
+        mtu_bytes_ = rdma::mtu_bytes(info->ports.front().attr.active_mtu);
+    }
+    if (config.ud && !info->attr.capability_flags.has(rdma::cap_ud)) {
+        return Error(StatusCode::not_supported, strformat("--qp-type ud: %s has no UD QPs",
+                                                          rdma::device_name(device_).c_str()));
+    }
     const unsigned workers = rte_lcore_count() - 1;
     if (workers == 0) {
         return Error(StatusCode::invalid_parameter,
@@ -281,6 +288,9 @@ void Session::teardown() {
         if (Status gone = srq.destroy(); !gone) {
             std::fprintf(stderr, "prdma-testpmd: SRQ: %s\n", gone.error().to_string().c_str());
         }
+    }
+    for (rdma::AddressHandle& ah : ahs_) {
+        (void)ah.destroy();
     }
     (void)pd_.destroy();
     if (context_) {

@@ -28,6 +28,7 @@ struct SessionConfig {
     FwdConfig fwd;
     const FwdEngine* engine = &write_engine;
     bool srq = false; // each lcore's QPs receive from one SRQ (srq_slots receives)
+    bool ud = false;  // the QPs are UD: udsend and rxonly
 };
 
 struct QpEntry {
@@ -116,6 +117,9 @@ private:
     Status modify_qp(QpEntry& entry, const rdma::QpAttr& attr, rdma::QpAttrMask mask);
     // RESET to RTS; `sq_psn` is the PSN this side's descriptor told the peer.
     Status bring_up(QpEntry& entry, const rdma::ConnectionDescriptor& peer, std::uint32_t sq_psn);
+    Status bring_up_ud(QpEntry& entry, std::uint32_t sq_psn);
+    // --qp-type ud: an address handle for the peer QP, added to every lcore's destinations.
+    Status add_ud_dest(const rdma::ConnectionDescriptor& peer);
     Status post_from_lcore(unsigned qp, const rdma::SendWr& wr, const char* what);
     [[nodiscard]] std::vector<StreamStats> raw_stream_stats() const;
     [[nodiscard]] std::vector<StreamStats> stream_stats() const;
@@ -134,6 +138,8 @@ private:
     std::vector<std::unique_ptr<FwdLcore>> lcores_;
     std::vector<std::unique_ptr<QpEntry>> qps_; // null: destroyed (QP numbers are not reused)
     std::vector<UserMr> mrs_;
+    std::vector<rdma::AddressHandle> ahs_; // --qp-type ud: one per peer QP connected
+    std::uint32_t mtu_bytes_ = 0;          // the port's: a datagram's largest
     std::vector<EngineKind> mix_{EngineKind::write, EngineKind::read, EngineKind::send,
                                  EngineKind::atomic};
     std::unique_ptr<PeerChannel> peer_;

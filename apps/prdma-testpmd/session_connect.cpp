@@ -1,15 +1,31 @@
 // INIT, RTR, RTS as three modify() calls, each with a request id: QueuePair::connect() passes its
 // request id to the RTR step only, so on a queue group another lcore polls its INIT and RTS
-// could not pend, and that is every QP here (its lcore polls it from creation on).
+// could not pend, and that is every QP here (its lcore polls it from creation on). A UD QP has
+// no peer to be brought up to: the peer's descriptor becomes an address handle instead, one of
+// the destinations udsend sends to.
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <optional>
+
+#include <prdma/format.hpp>
 
 #include "session.hpp"
 
 namespace prdma::testpmd {
 
 namespace {
+
+// The MAC a descriptor carries; none when it left it zero, and then ARP finds it (on queue group
+// 0).
+std::optional<std::array<std::uint8_t, 6>> descriptor_mac(const rdma::ConnectionDescriptor& peer) {
+    std::array<std::uint8_t, 6> mac{};
+    std::memcpy(mac.data(), peer.mac, mac.size());
+    if (std::all_of(mac.begin(), mac.end(), [](std::uint8_t b) { return b == 0; })) {
+        return std::nullopt;
+    }
+    return mac;
+}
 
 rdma::QpAttr init_attributes() {
     rdma::QpAttr init;
@@ -24,11 +40,7 @@ rdma::QpAttr rtr_attributes(const rdma::ConnectionDescriptor& peer, std::uint8_t
     rtr.state = rdma::QpState::rtr;
     rtr.path_mtu = rdma::Mtu::mtu_1024;
     rtr.dest_gid = peer.gid;
-    std::array<std::uint8_t, 6> mac{};
-    std::memcpy(mac.data(), peer.mac, mac.size());
-    if (std::any_of(mac.begin(), mac.end(), [](std::uint8_t b) { return b != 0; })) {
-        rtr.dest_mac = mac; // else ARP, on queue group 0
-    }
+    rtr.dest_mac = descriptor_mac(peer);
     rtr.dest_qpn = peer.qpn;
     rtr.rq_psn = peer.psn;
     rtr.max_dest_rd_atomic = rd_atomic;
@@ -76,6 +88,59 @@ Status Session::bring_up(QpEntry& entry, const rdma::ConnectionDescriptor& peer,
                      rdma::qp_attr_state | rdma::qp_attr_sq_psn | rdma::qp_attr_timeout |
                          rdma::qp_attr_retry_cnt | rdma::qp_attr_rnr_retry |
                          rdma::qp_attr_max_rd_atomic);
+}
+
+// A UD QP has no peer of its own: the Q_Key at INIT, then RTR and RTS (IBTA's UD transitions).
+Status Session::bring_up_ud(QpEntry& entry, std::uint32_t sq_psn) {
+    if (entry.qp.state() != rdma::QpState::reset) {
+        return Error(StatusCode::invalid_parameter,
+                     "the QP is connected already (`destroy qp N` and `create qp` for a new one)");
+    }
+    rdma::QpAttr attr;
+    attr.state = rdma::QpState::init;
+    attr.port = 1;
+    attr.qkey = ud_qkey;
+    if (Status s =
+            modify_qp(entry, attr, rdma::qp_attr_state | rdma::qp_attr_port | rdma::qp_attr_qkey);
+        !s) {
+        return s;
+    }
+    attr.state = rdma::QpState::rtr;
+    if (Status s = modify_qp(entry, attr, rdma::qp_attr_state); !s) {
+        return s;
+    }
+    attr.state = rdma::QpState::rts;
+    attr.sq_psn = sq_psn;
+    return modify_qp(entry, attr, rdma::qp_attr_state | rdma::qp_attr_sq_psn);
+}
+
+Status Session::add_ud_dest(const rdma::ConnectionDescriptor& peer) {
+    if (ahs_.size() == max_ud_dests) {
+        return Error(StatusCode::no_resources,
+                     strformat("%u peer QPs are udsend's most", max_ud_dests));
+    }
+    rdma::AhAttr attr;
+    attr.dest_gid = peer.gid;
+    attr.dest_mac = descriptor_mac(peer);
+    const std::uint64_t id = next_request();
+    Result<rdma::AddressHandle> ah = pd_.create_ah(attr, id);
+    if (!ah) {
+        return ah.error();
+    }
+    if (!ah->ready()) {
+        if (Status made = await(id); !made) {
+            return made;
+        }
+    }
+    if (Status parked = park_all(); !parked) {
+        return parked;
+    }
+    for (auto& lcore : lcores_) {
+        lcore->ud_dests[lcore->ud_dest_count++] = {.ah = ah->wr_handle(), .qpn = peer.qpn};
+    }
+    resume_all();
+    ahs_.push_back(std::move(ah.value()));
+    return {};
 }
 
 } // namespace prdma::testpmd

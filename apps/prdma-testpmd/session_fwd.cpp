@@ -62,6 +62,11 @@ Status Session::start(bool tx_first) {
     if (!any) {
         return Error(StatusCode::not_connected, "no connected QP: `connect qp N` first");
     }
+    if (config_.engine->kind == EngineKind::udsend && config_.fwd.size > mtu_bytes_) {
+        return Error(StatusCode::invalid_parameter,
+                     strformat("size %u: a datagram is at most the port's MTU (%u B): `set size`",
+                               config_.fwd.size, mtu_bytes_));
+    }
     if (Status parked = park_all(); !parked) {
         return parked;
     }

@@ -68,6 +68,7 @@ Status Session::create_qp() {
     }
     auto entry = std::make_unique<QpEntry>();
     rdma::QpInitAttr init{.pd = &pd_, .send_cq = &cqs_[lcore_index], .recv_cq = &cqs_[lcore_index]};
+    init.type = config_.ud ? rdma::QpType::ud : rdma::QpType::rc;
     init.caps.max_send_wr = send_depth + 8; // room for the mailbox's WRs
     init.caps.max_recv_wr = recv_slots;
     init.caps.max_inline_data = max_inline_;
@@ -114,6 +115,7 @@ Status Session::create_qp() {
     stream.lkey = entry->mr.lkey();
     stream.kind = mix_[index % mix_.size()];
     stream.send_depth = send_depth;
+    stream.ud = config_.ud;
     ++lcore.stream_count;
     resume(lcore);
     std::printf("QP %u created: qpn 0x%06x on lcore %u (queue group %u)\n", index, entry->qp.qpn(),
@@ -157,8 +159,14 @@ Status Session::connect_with(unsigned index, const rdma::ConnectionDescriptor& p
     if (!mine) {
         return mine.error();
     }
-    if (Status up = bring_up(entry, peer, mine->psn); !up) {
+    if (Status up = config_.ud ? bring_up_ud(entry, mine->psn) : bring_up(entry, peer, mine->psn);
+        !up) {
         return up;
+    }
+    if (config_.ud) {
+        if (Status added = add_ud_dest(peer); !added) {
+            return added;
+        }
     }
     entry.peer = peer;
     FwdLcore& lcore = *lcores_[entry.lcore];

@@ -26,6 +26,8 @@ const char* engine_kind_name(EngineKind kind) {
         return "rxonly";
     case EngineKind::mixed:
         return "mixed";
+    case EngineKind::udsend:
+        return "udsend";
     }
     return "?";
 }

@@ -26,7 +26,12 @@ inline constexpr std::size_t qp_buffer_size = rx_offset + recv_slots * std::size
 inline constexpr std::uint32_t srq_slots = 128;
 inline constexpr std::size_t srq_buffer_size = srq_slots * std::size_t{max_message};
 
-enum class EngineKind : std::uint8_t { write, read, send, atomic, echo, rxonly, mixed };
+enum class EngineKind : std::uint8_t { write, read, send, atomic, echo, rxonly, mixed, udsend };
+
+// --qp-type ud: the Q_Key every UD QP of both sides has and its datagrams carry (perftest's), and
+// the GRH a UD receive holds ahead of the message.
+inline constexpr std::uint32_t ud_qkey = 0x11111111;
+inline constexpr std::uint32_t ud_grh_bytes = 40;
 
 // What each completion is about, carried in its wr_id with the stream's slot (see make_wr_id).
 // srq_recv and srq_echo_send name a slot of the lcore's SRQ buffer, not of the stream's.
@@ -100,6 +105,8 @@ struct Stream {
     std::uint32_t rkey = 0;
     EngineKind kind = EngineKind::write; // what the QP does under `mixed`
     bool enabled = false;                // connected and not being destroyed
+    bool ud = false;                     // a UD QP: udsend and rxonly only
+    std::uint32_t next_dest = 0;         // udsend: the lcore's destination its next SEND goes to
     std::uint32_t send_depth = 0;
     std::uint32_t outstanding = 0; // send WRs posted and not yet covered by a completion
     std::uint32_t unsignaled = 0;  // posted since the last signaled one

@@ -1,5 +1,5 @@
-// post_tx: the send side every generator engine shares (write, read, send, atomic, mixed). A
-// burst never outgrows the send queue's room, so the queue never refuses for being full; every
+// post_tx: the send side every generator engine shares (write, read, send, atomic, mixed, udsend).
+// A burst never outgrows the send queue's room, so the queue never refuses for being full; every
 // `signal_every`-th WR and the last of each burst is signaled, and its completion covers the
 // unsignaled ones before it (RC completes in order).
 #include <algorithm>
@@ -11,6 +11,13 @@
 namespace prdma::testpmd {
 
 namespace {
+
+// udsend: the stream's next destination, round-robin over every peer QP the lcore knows.
+void address(rdma::SendWr& wr, const FwdLcore& lc, Stream& stream) {
+    const UdDest& dest = lc.ud_dests[stream.next_dest];
+    stream.next_dest = stream.next_dest + 1 >= lc.ud_dest_count ? 0 : stream.next_dest + 1;
+    wr.ud = {.ah = dest.ah, .remote_qpn = dest.qpn, .remote_qkey = ud_qkey};
+}
 
 void fill(rdma::SendWr& wr, const Stream& stream, rdma::WrOpcode opcode, std::uint32_t size,
           std::uint32_t inline_size) {
@@ -60,6 +67,9 @@ void post_tx(FwdLcore& lc, Stream& stream, rdma::WrOpcode opcode) {
     for (std::uint16_t i = 0; i < count; ++i) {
         rdma::SendWr& wr = lc.wrs[i];
         fill(wr, stream, opcode, size, config.inline_size);
+        if (stream.ud) {
+            address(wr, lc, stream);
+        }
         ++stream.unsignaled;
         if (stream.unsignaled >= config.signal_every || i + 1 == count) {
             wr.flags |= rdma::send_signaled;

@@ -47,8 +47,12 @@ class BadOptionsTest(unittest.TestCase):
         cases = [
             (['--burst', '0'], "--burst '0': a whole number in [1, 64]"),
             (['--size', '12x'], "--size '12x': a whole number in [1, 65536]"),
-            (['--fwd', 'nosuch'], "--fwd 'nosuch': write, read, send, atomic, echo, mixed or "
-                                  'rxonly'),
+            (['--fwd', 'nosuch'], "--fwd 'nosuch': write, read, send, atomic, echo, mixed, "
+                                  'rxonly or udsend'),
+            (['--qp-type', 'uc'], "--qp-type 'uc': rc or ud"),
+            (['--qp-type', 'ud', '--srq'], '--qp-type ud with --srq is not supported'),
+            (['--qp-type', 'ud', '--fwd', 'echo'], '--fwd echo: UD QPs run udsend or rxonly'),
+            (['--fwd', 'udsend'], '--fwd udsend: udsend needs UD QPs (--qp-type ud)'),
             (['--bogus'], "unknown option '--bogus'"),
             (['--peer', 'host:99999'], "--peer 'host:99999': HOST[:PORT]"),
             (['--stats-period'], "missing the value of option '--stats-period'"),
@@ -65,7 +69,7 @@ class BadOptionsTest(unittest.TestCase):
         result = self.run_options('--help')
         self.assertEqual(result.returncode, 0)
         for option in ('--cmdline-file', '--stats-period', '--nb-qps', '--burst', '--size',
-                       '--fwd', '--peer', '-i', '-a'):
+                       '--fwd', '--peer', '--qp-type', '-i', '-a'):
             self.assertIn(option, result.stdout)
 
 

@@ -3,6 +3,7 @@
 sender's counters against what it posted, the receiver's against what the sender completed,
 several QPs, two forwarding lcores per process, and swroce's faults set at run time."""
 import os
+import re
 import sys
 import unittest
 
@@ -153,6 +154,40 @@ class EngineTest(PairTest):
         self.assertGreater(b['Echoed'], 1000, b)
         self.assertEqual(a['RX-verify-errors'] + b['RX-verify-errors'], 0, (a, b))
         self.assertEqual((a['Errors'], b['Errors']), (0, 0), (a, b))
+
+    def test_udsend_fans_out_to_every_peer_qp(self):
+        # --qp-type ud: the sender keeps one QP of its four and sends datagrams from it through
+        # an address handle per peer QP, so all four of the receiver's QPs (on two lcores) get
+        # some. RC engines, and datagrams over the MTU, are refused first.
+        sender = f'{CONNECT}destroy qp 1\ndestroy qp 2\ndestroy qp 3\nset fwd write\n' \
+            'set size 5000\nstart\nset size 512\nshow config\nsync\nstart\nsleep 1\n' \
+            'show fwd stats\nstop\nshow device xstats\nsync\nquit'
+        rx = receiver('rxonly').replace('stop\n', 'stop\nshow device xstats\n')
+        out_s, out_c = self.run_pair(sender, rx, qps=4, queues=2,
+                                     server_args=('--qp-type', 'ud'),
+                                     client_args=('--qp-type', 'ud'))
+        self.assertIn('Bad argument: the QPs are UD (--qp-type ud): udsend or rxonly', out_s)
+        self.assertRegex(out_s, r"size 5000: a datagram is at most the port's MTU \(\d+ B\)")
+        self.assertIn('QPs: UD, Q_Key 0x11111111, 4 peer QPs to send to', out_s)
+        sent, got = last_total(out_s), last_total(out_c)
+        self.check_sender(sent, 512)
+        # Every datagram sent is received, or dropped and counted by a device: the receiver's
+        # with no receive posted (rx_ud_dropped), or when the lcore the port gave it to could not
+        # hand it to its QP's (handover_dropped); the sender's when its port would not take it.
+        # Never NAKed, never retransmitted.
+        def dropped(out):
+            counts = dict(re.findall(r'^  ([a-z_]*dropped[a-z_]*): (\d+)$', out, re.M))
+            return sum(int(n) for n in counts.values())
+        tx_packets = int(re.search(r'^  tx_packets: (\d+)$', out_s, re.M).group(1))
+        self.assertGreater(got['RX-ops'], 0, got)
+        self.assertEqual(tx_packets, sent['TX-completed'], out_s[-3000:])
+        self.assertEqual(got['RX-ops'] + dropped(out_c) + dropped(out_s), tx_packets,
+                         (out_s[-3000:], out_c[-3000:]))
+        self.assertEqual(got['RX-bytes'], got['RX-ops'] * 512, got)
+        self.assertEqual((got['RX-verify-errors'], got['Errors']), (0, 0), got)
+        for qp in range(4):
+            self.assertGreater(blocks(out_c, f'Forward statistics for QP {qp} ')[-1]['RX-ops'],
+                               0, out_c[-4000:])
 
     def test_faults_at_run_time(self):
         faults = 'set fault drop 0.01 both\nset fault reorder 0.01\nset fault dup 0.01\n' \
