@@ -189,16 +189,14 @@ Status OobChannel::exchange(const void* mine, void* theirs, std::size_t size) {
     return write_all(mine, size);
 }
 
-bool OobChannel::peer_closed() const {
+OobChannel::Peek OobChannel::peek() const {
     char byte = 0;
     const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
-bool OobChannel::peer_moved_on() const {
-    char byte = 0;
-    const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    if (n > 0) {
+        return Peek::data;
+    }
+    return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ? Peek::closed
+                                                                                 : Peek::nothing;
 }
 
 Status OobChannel::finish() {

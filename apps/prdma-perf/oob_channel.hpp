@@ -42,15 +42,17 @@ public:
     Status read_all(void* data, std::size_t size);
     // The peer has closed the connection or is gone (a byte it sent and nobody read yet is not
     // a close). Does not wait.
-    [[nodiscard]] bool peer_closed() const;
+    [[nodiscard]] bool peer_closed() const { return peek() == Peek::closed; }
     // The peer has sent something nobody read yet, or closed: it has moved past the phase
     // this side is still in (send_bw -c UD's sender is done). Does not wait or consume.
-    [[nodiscard]] bool peer_moved_on() const;
+    [[nodiscard]] bool peer_moved_on() const { return peek() != Peek::nothing; }
     // End of the session: stop writing and wait until the peer has closed too, so neither side
     // tears its port down while the other is still sending (sends no byte perftest would see).
     Status finish();
 
 private:
+    enum class Peek : std::uint8_t { data, closed, nothing };
+    [[nodiscard]] Peek peek() const;
     OobChannel(int fd, bool client) : fd_(fd), client_(client) {}
     int fd_ = -1;
     bool client_ = false;

@@ -104,7 +104,6 @@ private:
     bool ud_ = false;                      // -c UD
     std::vector<rdma::AddressHandle> ahs_; // -c UD: one per QP, to its peer
     std::vector<std::uint32_t> peer_qpns_;
-    std::uint64_t largest_ = 0;            // the largest message size
     std::optional<mem::DmaBuffer> buffer_; // allocated once both sides agreed on the page size
     rdma::MemoryRegionHandle mr_;
     std::uint64_t slot_ = 0;

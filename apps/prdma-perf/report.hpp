@@ -31,7 +31,8 @@ struct BandwidthReport {
     double bw_peak = 0;    // MB/s (2^20 bytes) or Gb/s with --report_gbits
     double bw_average = 0; // same unit
     double msg_rate = 0;   // Mpps
-    // send_bw -c UD's server: datagrams sent that never arrived (the iterations arrived).
+    // send_bw -c UD's server: the datagrams it expected (-n on each QP) that never arrived; the
+    // iterations are those that did.
     std::optional<std::uint64_t> lost;
 };
 

@@ -345,6 +345,17 @@ Status run_atomic_latency(PerfSession& s, const PerfOptions& o, const KeyMessage
 
 namespace {
 
+Status post_receive_again(PerfSession& s, const ReceiveSide& rx, unsigned q,
+                          const VerifyRun& verify) {
+    const RecvWr recv = rdma::recv_wr(
+        q, {reinterpret_cast<std::uint64_t>(receive_buffer(s, q, rx.posted[q], verify)),
+            s.receive_length(rx.size), s.lkey()});
+    if (!s.post_receive(q, recv)) {
+        return Error(StatusCode::no_resources, "the receive queue is full");
+    }
+    return {};
+}
+
 // One receive completion of send_bw: checked under --verify, counted, and its receive posted
 // again while the QP expects more messages than it has receives posted for.
 Status take_receive(PerfSession& s, const PerfOptions& o, ReceiveSide& rx, const WorkCompletion& wc,
@@ -361,11 +372,8 @@ Status take_receive(PerfSession& s, const PerfOptions& o, ReceiveSide& rx, const
     if (rx.posted[q] >= rx.per_qp) {
         return {};
     }
-    const RecvWr recv = rdma::recv_wr(
-        q, {reinterpret_cast<std::uint64_t>(receive_buffer(s, q, rx.posted[q], verify)),
-            s.receive_length(rx.size), s.lkey()});
-    if (!s.post_receive(q, recv)) {
-        return Error(StatusCode::no_resources, "the receive queue is full");
+    if (Status st = post_receive_again(s, rx, q, verify); !st.ok()) {
+        return st;
     }
     ++rx.posted[q];
     return {};
@@ -542,7 +550,8 @@ std::uint64_t ReceiveSide::total() const {
 namespace {
 
 // send_bw -c UD: once the sender has moved on, what it sent last is still on its way; after this
-// much quiet nothing more will come, and what has not arrived is lost.
+// much quiet nothing more will come, and what has not arrived is lost (one that still comes is
+// known by its length in the next size's run and not counted there).
 constexpr std::uint64_t ud_quiet_milliseconds = 10;
 
 // When a datagram run is over: the sender said it is done (asked only every few thousand idle
@@ -608,6 +617,16 @@ Status run_send_bandwidth_server(PerfSession& s, const PerfOptions& o, ReceiveSi
         for (std::uint16_t i = 0; i < got; ++i) {
             if (wcs[i].status != WcStatus::success) {
                 return failed(wcs[i]);
+            }
+            if (rx.datagram_length != 0 && wcs[i].byte_len != rx.datagram_length) {
+                // An earlier size's straggler took a receive of this run's: give it back.
+                const auto q = static_cast<unsigned>(wcs[i].wr_id);
+                if (Status st = q < rx.posted.size() ? post_receive_again(s, rx, q, verify)
+                                                     : Status(failed(wcs[i]));
+                    !st.ok()) {
+                    return st;
+                }
+                continue;
             }
             if (!timed) {
                 if (got_total == 0) {

@@ -49,8 +49,9 @@ Status run_atomic_latency(PerfSession& s, const PerfOptions& o, const KeyMessage
                           LatencySamples& out, VerifyRun verify = {});
 
 // send_bw's receiving half: what each QP has received, and how many receives it has posted (the
-// rx_depth posted before the run included). Each receive that completes is posted again until the
-// QP has posted `per_qp` (UINT64_MAX: for as long as the test runs), so rx_depth stay in flight.
+// rx_depth posted before the run included, and under -c UD those an earlier size's lost datagrams
+// left posted). Each receive that completes is posted again until the QP has posted `per_qp`
+// (UINT64_MAX: for as long as the test runs), so rx_depth stay in flight.
 struct ReceiveSide {
     ReceiveSide(unsigned qps, std::uint64_t message_size, std::uint64_t messages_per_qp,
                 std::uint32_t preposted)
@@ -58,8 +59,11 @@ struct ReceiveSide {
     [[nodiscard]] bool complete() const;
     [[nodiscard]] std::uint64_t total() const;
 
-    std::uint64_t size;
+    std::uint64_t size; // what a receive holds
     std::uint64_t per_qp;
+    // -c UD: the length this run's datagrams complete with (the GRH included); one of another
+    // length is an earlier size's that came after its run ended.
+    std::uint32_t datagram_length = 0;
     std::vector<std::uint64_t> received;
     std::vector<std::uint64_t> posted;
 };
