@@ -44,10 +44,12 @@ void on_received(FwdLcore& lc, Stream& stream, unsigned index, const rdma::WorkC
     const std::uint32_t slot = wr_value(wc.wr_id);
     --stream.recvs_posted;
     ++stream.stats.rx_ops;
-    // A datagram's receive holds the GRH first: the message is what follows it.
+    // A datagram's receive holds the GRH first: the message is what follows it (one shorter
+    // than a GRH cannot be what udsend sent).
     const std::uint32_t grh = stream.ud ? std::min(wc.byte_len, ud_grh_bytes) : 0;
     stream.stats.rx_bytes += wc.byte_len - grh;
-    if (!matches_pattern(stream.buffer + rx_offset + std::size_t{slot} * max_message + grh,
+    if ((stream.ud && wc.byte_len < ud_grh_bytes) ||
+        !matches_pattern(stream.buffer + rx_offset + std::size_t{slot} * max_message + grh,
                          wc.byte_len - grh)) {
         ++stream.stats.rx_verify_errors;
     }

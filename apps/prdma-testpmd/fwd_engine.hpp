@@ -29,11 +29,16 @@ extern const FwdEngine mixed_engine;
 extern const FwdEngine rxonly_engine;
 extern const FwdEngine udsend_engine;
 
-// Whether `engine` runs on the session's QPs: udsend on UD QPs only, and UD QPs only that and
-// rxonly (a datagram is a SEND, and echo would need the sender's address).
-[[nodiscard]] inline bool engine_fits(const FwdEngine& engine, bool ud) {
-    return ud ? engine.kind == EngineKind::udsend || engine.kind == EngineKind::rxonly
-              : engine.kind != EngineKind::udsend;
+// Why `engine` cannot run on the session's QPs, or null when it can: udsend runs on UD QPs only,
+// and UD QPs run only that and rxonly (a datagram is a SEND, and echo would need the sender's
+// address).
+[[nodiscard]] inline const char* engine_misfit(const FwdEngine& engine, bool ud) {
+    if (ud) {
+        return engine.kind == EngineKind::udsend || engine.kind == EngineKind::rxonly
+                   ? nullptr
+                   : "the QPs are UD (--qp-type ud): udsend or rxonly";
+    }
+    return engine.kind == EngineKind::udsend ? "udsend needs UD QPs (--qp-type ud)" : nullptr;
 }
 
 // Every engine, in the order `set fwd` lists them.

@@ -19,7 +19,10 @@ namespace prdma::testpmd {
 
 inline constexpr unsigned max_streams_per_lcore = 64;
 inline constexpr unsigned max_burst = 64;
-inline constexpr unsigned max_ud_dests = 256; // as many as --nb-qps may create on the peer
+// udsend's destinations: a fixed array, so the lcores read it without a lock and the main lcore
+// grows it only while they are parked. A destroyed peer QP stays in it (its datagrams are dropped
+// and counted there, as any fabric drops them).
+inline constexpr unsigned max_ud_dests = 256;
 
 // Where udsend's datagrams go: a UD QP of the peer, through the session's address handle for it.
 struct UdDest {

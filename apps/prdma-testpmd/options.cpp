@@ -196,17 +196,15 @@ Result<TestpmdOptions> parse_options(int argc, char** argv) {
     }
     if (o.ud && o.srq) {
         return Error(StatusCode::invalid_parameter,
-                     "--qp-type ud with --srq is not supported: UD QPs have receive queues of "
-                     "their own");
+                     "--qp-type ud with --srq is not supported: prdma's shared receive queues "
+                     "serve RC QPs");
     }
     if (o.ud && !o.engine_given) {
         o.engine = "udsend";
     }
-    if (o.engine_given && !engine_fits(*find_engine(o.engine), o.ud)) {
-        return Error(
-            StatusCode::invalid_parameter,
-            strformat("--fwd %s: %s", o.engine.c_str(),
-                      o.ud ? "UD QPs run udsend or rxonly" : "udsend needs UD QPs (--qp-type ud)"));
+    if (const char* misfit = engine_misfit(*find_engine(o.engine), o.ud); misfit != nullptr) {
+        return Error(StatusCode::invalid_parameter,
+                     strformat("--fwd %s: %s", o.engine.c_str(), misfit));
     }
     return o;
 }

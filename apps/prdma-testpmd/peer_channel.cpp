@@ -156,7 +156,8 @@ Status PeerChannel::exchange(std::uint32_t kind, std::uint32_t index,
         in.length != theirs.size()) {
         return Error(StatusCode::invalid_parameter,
                      strformat("the peer ran another command (kind %u, index %u) than this side "
-                               "(kind %u, index %u): run the same command on both sides",
+                               "(kind %u, index %u): run the same command on both sides (a UD QP "
+                               "connects to a UD QP only: the same --qp-type on both)",
                                in.kind, in.index, kind, index));
     }
     return read_all(theirs.data(), theirs.size());

@@ -61,9 +61,8 @@ Status Session::open_device(const SessionConfig& config) {
     }
     max_rd_atomic_ =
         std::max<std::uint8_t>(1, std::min<std::uint8_t>(info->attr.max_qp_rd_atomic, 16));
-    if (!info->ports.empty()) {
-        mtu_bytes_ = rdma::mtu_bytes(info->ports.front().attr.active_mtu);
-    }
+    mtu_bytes_ = info->ports.empty() ? rdma::mtu_bytes(rdma::Mtu::mtu_1024)
+                                     : rdma::mtu_bytes(info->ports.front().attr.active_mtu);
     if (config.ud && !info->attr.capability_flags.has(rdma::cap_ud)) {
         return Error(StatusCode::not_supported, strformat("--qp-type ud: %s has no UD QPs",
                                                           rdma::device_name(device_).c_str()));

@@ -112,14 +112,17 @@ private:
     Status await_if_pending(const Status& status, std::uint64_t id);
     std::uint64_t next_request() { return ++last_request_; }
     Status check_qp(unsigned index, bool want_connected) const;
+    Status check_rc_qp(unsigned qp, const char* what) const;
     Status check_stopped(const char* what) const;
     Status connect_with(unsigned index, const rdma::ConnectionDescriptor& peer);
     Status modify_qp(QpEntry& entry, const rdma::QpAttr& attr, rdma::QpAttrMask mask);
     // RESET to RTS; `sq_psn` is the PSN this side's descriptor told the peer.
     Status bring_up(QpEntry& entry, const rdma::ConnectionDescriptor& peer, std::uint32_t sq_psn);
     Status bring_up_ud(QpEntry& entry, std::uint32_t sq_psn);
-    // --qp-type ud: an address handle for the peer QP, added to every lcore's destinations.
-    Status add_ud_dest(const rdma::ConnectionDescriptor& peer);
+    // --qp-type ud: the address handle (its WR handle) for the peer's host, made on first use,
+    // and the peer QP added (once) to every lcore's destinations.
+    Result<void*> ah_for(const rdma::ConnectionDescriptor& peer);
+    Status add_ud_dest(void* ah, std::uint32_t qpn);
     Status post_from_lcore(unsigned qp, const rdma::SendWr& wr, const char* what);
     [[nodiscard]] std::vector<StreamStats> raw_stream_stats() const;
     [[nodiscard]] std::vector<StreamStats> stream_stats() const;
@@ -138,7 +141,7 @@ private:
     std::vector<std::unique_ptr<FwdLcore>> lcores_;
     std::vector<std::unique_ptr<QpEntry>> qps_; // null: destroyed (QP numbers are not reused)
     std::vector<UserMr> mrs_;
-    std::vector<rdma::AddressHandle> ahs_; // --qp-type ud: one per peer QP connected
+    std::vector<rdma::AddressHandle> ahs_; // --qp-type ud: one per peer host
     std::uint32_t mtu_bytes_ = 0;          // the port's: a datagram's largest
     std::vector<EngineKind> mix_{EngineKind::write, EngineKind::read, EngineKind::send,
                                  EngineKind::atomic};

@@ -68,10 +68,6 @@ Status Session::modify_qp(QpEntry& entry, const rdma::QpAttr& attr, rdma::QpAttr
 
 Status Session::bring_up(QpEntry& entry, const rdma::ConnectionDescriptor& peer,
                          std::uint32_t sq_psn) {
-    if (entry.qp.state() != rdma::QpState::reset) {
-        return Error(StatusCode::invalid_parameter,
-                     "the QP is connected already (`destroy qp N` and `create qp` for a new one)");
-    }
     if (Status s = modify_qp(entry, init_attributes(),
                              rdma::qp_attr_state | rdma::qp_attr_port | rdma::qp_attr_access_flags);
         !s) {
@@ -92,10 +88,6 @@ Status Session::bring_up(QpEntry& entry, const rdma::ConnectionDescriptor& peer,
 
 // A UD QP has no peer of its own: the Q_Key at INIT, then RTR and RTS (IBTA's UD transitions).
 Status Session::bring_up_ud(QpEntry& entry, std::uint32_t sq_psn) {
-    if (entry.qp.state() != rdma::QpState::reset) {
-        return Error(StatusCode::invalid_parameter,
-                     "the QP is connected already (`destroy qp N` and `create qp` for a new one)");
-    }
     rdma::QpAttr attr;
     attr.state = rdma::QpState::init;
     attr.port = 1;
@@ -114,10 +106,12 @@ Status Session::bring_up_ud(QpEntry& entry, std::uint32_t sq_psn) {
     return modify_qp(entry, attr, rdma::qp_attr_state | rdma::qp_attr_sq_psn);
 }
 
-Status Session::add_ud_dest(const rdma::ConnectionDescriptor& peer) {
-    if (ahs_.size() == max_ud_dests) {
-        return Error(StatusCode::no_resources,
-                     strformat("%u peer QPs are udsend's most", max_ud_dests));
+// The session's address handle for the peer's GID: one per peer host, whatever its QPs.
+Result<void*> Session::ah_for(const rdma::ConnectionDescriptor& peer) {
+    for (const rdma::AddressHandle& ah : ahs_) {
+        if (ah.attr().dest_gid == peer.gid) {
+            return ah.wr_handle();
+        }
     }
     rdma::AhAttr attr;
     attr.dest_gid = peer.gid;
@@ -127,19 +121,35 @@ Status Session::add_ud_dest(const rdma::ConnectionDescriptor& peer) {
     if (!ah) {
         return ah.error();
     }
-    if (!ah->ready()) {
+    // Owned by the session before anything may use it: lcores hold only its handle.
+    ahs_.push_back(std::move(ah.value()));
+    if (!ahs_.back().ready()) {
         if (Status made = await(id); !made) {
-            return made;
+            ahs_.pop_back();
+            return made.error();
         }
+    }
+    return ahs_.back().wr_handle();
+}
+
+Status Session::add_ud_dest(void* ah, std::uint32_t qpn) {
+    FwdLcore& first = *lcores_.front();
+    for (unsigned i = 0; i < first.ud_dest_count; ++i) {
+        if (first.ud_dests[i].ah == ah && first.ud_dests[i].qpn == qpn) {
+            return {}; // another local QP connected to the same peer QP
+        }
+    }
+    if (first.ud_dest_count == max_ud_dests) {
+        return Error(StatusCode::no_resources,
+                     strformat("udsend sends to at most %u peer QPs", max_ud_dests));
     }
     if (Status parked = park_all(); !parked) {
         return parked;
     }
     for (auto& lcore : lcores_) {
-        lcore->ud_dests[lcore->ud_dest_count++] = {.ah = ah->wr_handle(), .qpn = peer.qpn};
+        lcore->ud_dests[lcore->ud_dest_count++] = {.ah = ah, .qpn = qpn};
     }
     resume_all();
-    ahs_.push_back(std::move(ah.value()));
     return {};
 }
 

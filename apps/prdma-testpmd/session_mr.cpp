@@ -100,11 +100,24 @@ Status Session::post_from_lcore(unsigned qp, const rdma::SendWr& wr, const char*
     return {};
 }
 
+// A connected QP that can carry a fast-register or an invalidate: an RC one (a UD QP takes SENDs
+// only, in swroce as in rxe).
+Status Session::check_rc_qp(unsigned qp, const char* what) const {
+    if (Status ok = check_qp(qp, true); !ok) {
+        return ok;
+    }
+    if (config_.ud) {
+        return Error(StatusCode::invalid_parameter,
+                     strformat("%s needs an RC QP; these are UD (--qp-type ud)", what));
+    }
+    return {};
+}
+
 Status Session::fast_register(unsigned mr_index, unsigned qp) {
     if (Status ok = check_stopped("fast-register"); !ok) {
         return ok;
     }
-    if (Status ok = check_qp(qp, true); !ok) {
+    if (Status ok = check_rc_qp(qp, "fast-register"); !ok) {
         return ok;
     }
     if (mr_index >= mrs_.size()) {
@@ -158,7 +171,7 @@ Status Session::invalidate(unsigned mr_index, unsigned qp) {
     if (Status ok = check_stopped("invalidate"); !ok) {
         return ok;
     }
-    if (Status ok = check_qp(qp, true); !ok) {
+    if (Status ok = check_rc_qp(qp, "invalidate"); !ok) {
         return ok;
     }
     if (mr_index >= mrs_.size() || !mrs_[mr_index].fast_registered) {

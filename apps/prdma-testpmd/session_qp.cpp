@@ -16,6 +16,7 @@ namespace {
 
 constexpr std::uint32_t kind_qp = 1;
 constexpr std::uint32_t kind_sync = 2;
+constexpr std::uint32_t kind_ud_qp = 3; // a peer of the other QP type fails the exchange
 constexpr std::uint32_t send_depth = 256;
 
 std::string to_hex(std::span<const std::uint8_t> bytes) {
@@ -150,6 +151,10 @@ Status Session::set_qps(unsigned count) {
 
 Status Session::connect_with(unsigned index, const rdma::ConnectionDescriptor& peer) {
     QpEntry& entry = *qps_[index];
+    if (entry.qp.state() != rdma::QpState::reset) {
+        return Error(StatusCode::invalid_parameter,
+                     "the QP is connected already (`destroy qp N` and `create qp` for a new one)");
+    }
     std::array<std::uint8_t, sizeof(rdma::ConnectionDescriptor)> bytes{};
     auto length = static_cast<std::uint32_t>(bytes.size());
     if (Status ok = entry.qp.export_connection(nullptr, bytes.data(), &length); !ok) {
@@ -159,12 +164,21 @@ Status Session::connect_with(unsigned index, const rdma::ConnectionDescriptor& p
     if (!mine) {
         return mine.error();
     }
-    if (Status up = config_.ud ? bring_up_ud(entry, mine->psn) : bring_up(entry, peer, mine->psn);
-        !up) {
-        return up;
-    }
-    if (config_.ud) {
-        if (Status added = add_ud_dest(peer); !added) {
+    if (!config_.ud) {
+        if (Status up = bring_up(entry, peer, mine->psn); !up) {
+            return up;
+        }
+    } else {
+        // The address first: a QP in RTS that could not be given its destination would be
+        // neither usable nor connectable again.
+        Result<void*> ah = ah_for(peer);
+        if (!ah) {
+            return ah.error();
+        }
+        if (Status up = bring_up_ud(entry, mine->psn); !up) {
+            return up;
+        }
+        if (Status added = add_ud_dest(*ah, peer.qpn); !added) {
             return added;
         }
     }
@@ -216,7 +230,8 @@ Status Session::connect_qp(unsigned index) {
     if (!peer_->connected()) {
         std::printf("Peer channel: %s\n", peer_->describe().c_str());
     }
-    if (Status ok = peer_->exchange(kind_qp, index, {mine.data(), length}, {theirs.data(), length});
+    if (Status ok = peer_->exchange(config_.ud ? kind_ud_qp : kind_qp, index, {mine.data(), length},
+                                    {theirs.data(), length});
         !ok) {
         return ok;
     }

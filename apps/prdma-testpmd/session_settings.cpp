@@ -55,10 +55,10 @@ Status Session::set_engine(std::string_view name) {
     if (Status ok = check_stopped("set fwd"); !ok) {
         return ok;
     }
-    if (!engine_fits(*engine, config_.ud)) {
+    if (const char* misfit = engine_misfit(*engine, config_.ud); misfit != nullptr) {
         return Error(StatusCode::invalid_parameter,
-                     config_.ud ? "the QPs are UD (--qp-type ud): udsend or rxonly"
-                                : "udsend needs UD QPs (--qp-type ud)");
+                     strformat("set fwd %.*s: %s", static_cast<int>(engine->name.size()),
+                               engine->name.data(), misfit));
     }
     config_.engine = engine;
     std::printf("Set %.*s packet forwarding mode\n", static_cast<int>(engine->name.size()),
@@ -204,9 +204,9 @@ void Session::show_config() const {
     std::printf("  mix: %s  forwarding lcores: %zu  forwarding: %s\n", mix.c_str(), lcores_.size(),
                 forwarding_ ? "started" : "stopped");
     if (config_.ud) {
-        std::printf("  QPs: UD, Q_Key 0x%08x, %zu peer QPs to send to (an address handle each), "
-                    "datagrams up to %u B\n",
-                    ud_qkey, ahs_.size(), mtu_bytes_);
+        std::printf("  QPs: UD, Q_Key 0x%08x, %zu peer hosts, %u peer QPs to send to, datagrams "
+                    "up to %u B\n",
+                    ud_qkey, ahs_.size(), lcores_.front()->ud_dest_count, mtu_bytes_);
     }
     if (!srqs_.empty()) {
         std::printf("  receives: one shared receive queue of %u per lcore (srqn", srq_slots);

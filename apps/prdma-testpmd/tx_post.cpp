@@ -1,7 +1,7 @@
 // post_tx: the send side every generator engine shares (write, read, send, atomic, mixed, udsend).
 // A burst never outgrows the send queue's room, so the queue never refuses for being full; every
 // `signal_every`-th WR and the last of each burst is signaled, and its completion covers the
-// unsignaled ones before it (RC completes in order).
+// unsignaled ones before it (a send queue completes in order, RC's and UD's alike).
 #include <algorithm>
 
 #include <prdma/rdmadev/fastpath.hpp>
@@ -67,9 +67,6 @@ void post_tx(FwdLcore& lc, Stream& stream, rdma::WrOpcode opcode) {
     for (std::uint16_t i = 0; i < count; ++i) {
         rdma::SendWr& wr = lc.wrs[i];
         fill(wr, stream, opcode, size, config.inline_size);
-        if (stream.ud) {
-            address(wr, lc, stream);
-        }
         ++stream.unsignaled;
         if (stream.unsignaled >= config.signal_every || i + 1 == count) {
             wr.flags |= rdma::send_signaled;
@@ -77,6 +74,11 @@ void post_tx(FwdLcore& lc, Stream& stream, rdma::WrOpcode opcode) {
             stream.unsignaled = 0;
         } else {
             wr.wr_id = make_wr_id(slot, WrKind::tx, 0, size);
+        }
+    }
+    if (stream.ud) {
+        for (std::uint16_t i = 0; i < count; ++i) {
+            address(lc.wrs[i], lc, stream);
         }
     }
     const std::uint16_t taken = rdma::post_send(stream.qp, {lc.wrs.data(), count});

@@ -51,7 +51,7 @@ class BadOptionsTest(unittest.TestCase):
                                   'rxonly or udsend'),
             (['--qp-type', 'uc'], "--qp-type 'uc': rc or ud"),
             (['--qp-type', 'ud', '--srq'], '--qp-type ud with --srq is not supported'),
-            (['--qp-type', 'ud', '--fwd', 'echo'], '--fwd echo: UD QPs run udsend or rxonly'),
+            (['--qp-type', 'ud', '--fwd', 'echo'], '--fwd echo: the QPs are UD (--qp-type ud): udsend or rxonly'),
             (['--fwd', 'udsend'], '--fwd udsend: udsend needs UD QPs (--qp-type ud)'),
             (['--bogus'], "unknown option '--bogus'"),
             (['--peer', 'host:99999'], "--peer 'host:99999': HOST[:PORT]"),
