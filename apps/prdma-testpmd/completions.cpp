@@ -40,19 +40,23 @@ void echo_back(Stream& stream, unsigned index, std::uint32_t slot, std::uint32_t
     }
 }
 
+// A message that arrived in `buffer`, counted and checked against the pattern. A datagram's
+// receive holds the GRH first: the message is what follows it (one shorter than a GRH cannot be
+// what udsend sent).
+void count_received(Stream& stream, const std::uint8_t* buffer, std::uint32_t byte_len) {
+    ++stream.stats.rx_ops;
+    const std::uint32_t grh = stream.ud ? std::min(byte_len, ud_grh_bytes) : 0;
+    stream.stats.rx_bytes += byte_len - grh;
+    if ((stream.ud && byte_len < ud_grh_bytes) || !matches_pattern(buffer + grh, byte_len - grh)) {
+        ++stream.stats.rx_verify_errors;
+    }
+}
+
 void on_received(FwdLcore& lc, Stream& stream, unsigned index, const rdma::WorkCompletion& wc) {
     const std::uint32_t slot = wr_value(wc.wr_id);
     --stream.recvs_posted;
-    ++stream.stats.rx_ops;
-    // A datagram's receive holds the GRH first: the message is what follows it (one shorter
-    // than a GRH cannot be what udsend sent).
-    const std::uint32_t grh = stream.ud ? std::min(wc.byte_len, ud_grh_bytes) : 0;
-    stream.stats.rx_bytes += wc.byte_len - grh;
-    if ((stream.ud && wc.byte_len < ud_grh_bytes) ||
-        !matches_pattern(stream.buffer + rx_offset + std::size_t{slot} * max_message + grh,
-                         wc.byte_len - grh)) {
-        ++stream.stats.rx_verify_errors;
-    }
+    count_received(stream, stream.buffer + rx_offset + std::size_t{slot} * max_message,
+                   wc.byte_len);
     if (!stream.enabled) {
         return; // being destroyed: its QP may be gone
     }
@@ -113,11 +117,7 @@ void on_srq_received(FwdLcore& lc, const rdma::WorkCompletion& wc) {
         (void)post_srq_slot(lc, stream, slot);
         return;
     }
-    ++stream->stats.rx_ops;
-    stream->stats.rx_bytes += wc.byte_len;
-    if (!matches_pattern(srq_slot(lc, slot), wc.byte_len)) {
-        ++stream->stats.rx_verify_errors;
-    }
+    count_received(*stream, srq_slot(lc, slot), wc.byte_len);
     if (!lc.echo || !stream->enabled) {
         (void)post_srq_slot(lc, stream, slot);
         return;

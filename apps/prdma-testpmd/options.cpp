@@ -194,11 +194,6 @@ Result<TestpmdOptions> parse_options(int argc, char** argv) {
             StatusCode::invalid_parameter,
             strformat("unexpected argument '%s' (--help lists the options)", argv[optind]));
     }
-    if (o.ud && o.srq) {
-        return Error(StatusCode::invalid_parameter,
-                     "--qp-type ud with --srq is not supported: prdma's shared receive queues "
-                     "serve RC QPs");
-    }
     if (o.ud && !o.engine_given) {
         o.engine = "udsend";
     }

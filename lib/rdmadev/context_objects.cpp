@@ -224,10 +224,6 @@ Status Context::make_qp(QueuePair& out, const QpInitAttr& init, std::uint64_t re
     if (init.srq != nullptr && srq == nullptr) {
         return Error(StatusCode::invalid_parameter, "the QP's SRQ handle is empty");
     }
-    if (srq != nullptr && init.type != QpType::rc) {
-        return Error(StatusCode::not_supported, "an SRQ serves RC QPs only (UD QPs on an SRQ are "
-                                                "not implemented)");
-    }
     if (srq != nullptr && srq->queue_group != any_queue_group &&
         srq->queue_group != send_cq->queue_group) {
         return Error(StatusCode::invalid_parameter,

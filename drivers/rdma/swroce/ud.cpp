@@ -9,6 +9,7 @@
 #include <prdma/roce/psn.hpp>
 
 #include "engine.hpp"
+#include "shared_receive_queue.hpp"
 
 namespace prdma::swroce {
 
@@ -139,15 +140,16 @@ void receive_datagram(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
         ++counters.rx_qkey_violations; // IBTA 10.2.4: dropped silently, counted
         return;
     }
-    if (PRDMA_UNLIKELY(qp.receive_queue.empty())) {
+    if (PRDMA_UNLIKELY(!acquire_receive(qp))) {
         ++counters.rx_ud_dropped; // no receive posted: a datagram is not waited for
         return;
     }
+    const RecvWqe& receive = current_receive(qp); // the QP's own, or the one taken from its SRQ
     ++qp.counters.rx_packets;
     qp.counters.rx_bytes += frame.payload.size();
     const auto byte_len = static_cast<std::uint32_t>(grh_size + frame.payload.size());
     rdma::WorkCompletion wc;
-    wc.wr_id = qp.receive_queue.front().wr_id;
+    wc.wr_id = receive.wr_id;
     wc.opcode = rdma::WcOpcode::recv;
     wc.qpn = qp.qpn;
     wc.src_qpn = frame.deth.src_qp;
@@ -155,7 +157,7 @@ void receive_datagram(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
     wc.src_gid = source_gid(frame);
     qp.resp.recv_offset = 0;
     const std::array<std::uint8_t, grh_size> grh = grh_of(frame);
-    if (receive_length(qp.receive_queue.front()) < byte_len) {
+    if (receive_length(receive) < byte_len) {
         // As rxe's class D error: the receive completes in error and the UD QP goes on.
         wc.status = rdma::WcStatus::local_length_error;
         ++counters.rx_ud_too_long;
@@ -168,7 +170,7 @@ void receive_datagram(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
             wc.imm_or_invalidated = frame.immediate;
         }
     }
-    qp.receive_queue.pop();
+    receive_done(qp);
     qp.recv_cq->push(wc);
 }
 

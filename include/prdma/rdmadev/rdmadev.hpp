@@ -320,19 +320,18 @@ struct SrqCaps {
     std::uint32_t max_sge = 4;
 };
 
-// A shared receive queue (ibv_srq): RC QPs created with it (QpInitAttr::srq) take their receive
-// WRs from it, in the order posted, whichever QP a SEND arrives on. It belongs to one queue group,
-// as a CQ does, and its QPs must too: the lcore that drives the group is the one consumer, the
-// thread that posts (post_srq_recv, fastpath.hpp) the one producer, so neither takes a lock or a
-// locked instruction. One created for any_queue_group serves QPs of every group: each group's
-// lcore is a consumer, and they claim a receive WR with one compare-and-swap per message (what
-// sharing costs; bench/prdma-bench's BM_SrqSend measures it). A QP on an SRQ has no receive
-// queue of its own (post_recv:
-// invalid_parameter). A SEND takes its receive WR from the SRQ at its first packet and the QP
-// holds it until the last: moving the QP to ERR completes a held WR as a flush error; moving it
-// straight to RESET drops it without a completion, as RESET drops a QP's own receives (go through
-// ERR and wait for qp_last_wqe_reached to get it back, as verbs says for SRQs). arm_limit below
-// what the SRQ holds now fires at the next receive the SRQ gives out.
+// A shared receive queue (ibv_srq): RC and UD QPs created with it (QpInitAttr::srq) take their
+// receive WRs from it, in the order posted, whichever QP a SEND or datagram arrives on. It belongs
+// to one queue group, as a CQ does, and its QPs must too: the lcore that drives the group is the
+// one consumer, the thread that posts (post_srq_recv, fastpath.hpp) the one producer, so neither
+// takes a lock or a locked instruction. One created for any_queue_group serves QPs of every group:
+// each group's lcore is a consumer, and they claim a receive WR with one compare-and-swap per
+// message (what sharing costs; bench/prdma-bench's BM_SrqSend measures it). A QP on an SRQ has no
+// receive queue of its own (post_recv: invalid_parameter). A SEND takes its receive WR from the SRQ
+// at its first packet and the QP holds it until the last: moving the QP to ERR completes a held WR
+// as a flush error; moving it straight to RESET drops it without a completion, as RESET drops a
+// QP's own receives (go through ERR and wait for qp_last_wqe_reached to get it back, as verbs says
+// for SRQs). arm_limit below what the SRQ holds now fires at the next receive the SRQ gives out.
 class SharedReceiveQueue : public SrqQueue {
 public:
     SharedReceiveQueue() = default;

@@ -2970,11 +2970,13 @@ TEST_F(SrqEngineTest, AQpThatFailsLeavesTheSrqToTheOthers) {
 constexpr std::uint32_t kUdQkey = 0x11111111; // ibv_ud_pingpong's
 
 // A UD QP on the side's PD and CQ, taken to RTS with Q_Key kUdQkey (ibv_ud_pingpong's steps).
-QueuePair make_ud_qp(Context& context, ProtectionDomain& pd, CompletionQueue& cq) {
+QueuePair make_ud_qp(Context& context, ProtectionDomain& pd, CompletionQueue& cq,
+                     SharedReceiveQueue* srq = nullptr) {
     QpInitAttr init;
     init.pd = &pd;
     init.send_cq = &cq;
     init.recv_cq = &cq;
+    init.srq = srq;
     init.type = QpType::ud;
     init.caps.max_send_wr = 64;
     init.caps.max_recv_wr = 64;
@@ -3145,6 +3147,41 @@ TEST_F(UdEngineTest, WithoutAReceiveTheDatagramIsDroppedNotWaitedFor) {
     post_ud_receive(3, 0, 256);
     ASSERT_EQ(post_send(ud_a_, {&wr, 1}), 1);
     ASSERT_EQ(wait(*b_, 1).size(), 1U);
+}
+
+// perftest's `-c UD --use-srq`: a UD QP on an SRQ takes each datagram's receive from it, and a
+// datagram that finds the SRQ empty is dropped, as one that finds a QP's own queue empty.
+TEST_F(UdEngineTest, AUdQpOnAnSrqTakesItsReceivesFromIt) {
+    auto created = b_->context.create_srq(b_->pd, {8, 1});
+    ASSERT_TRUE(created.ok()) << created.error().to_string();
+    SharedReceiveQueue srq = std::move(created.value());
+    QueuePair on_srq = make_ud_qp(b_->context, b_->pd, b_->cq, &srq);
+    fill(*a_, 0, 64, 21);
+    const SendWr wr =
+        ud_send_wr(56, {a_->addr(), 64, a_->mr.lkey()}, ah_to_b_, on_srq.qpn(), kUdQkey);
+    ASSERT_EQ(post_send(ud_a_, {&wr, 1}), 1);
+    ASSERT_EQ(wait(*a_, 1).size(), 1U);
+    EXPECT_TRUE(poll_b().empty());
+    EXPECT_EQ(counter(*b_, "rx_ud_dropped"), 1U) << "the SRQ was empty";
+    for (std::uint64_t i = 0; i < 2; ++i) {
+        RecvWr recv = recv_wr(70 + i, {b_->addr() + 65536 + i * 4096, 40 + 64, b_->mr.lkey()});
+        ASSERT_EQ(post_srq_recv(srq, {&recv, 1}), 1);
+    }
+    const SendWr two[2] = {wr, wr};
+    ASSERT_EQ(post_send(ud_a_, {two, 2}), 2);
+    const auto got = wait(*b_, 2);
+    ASSERT_EQ(got.size(), 2U);
+    for (std::uint64_t i = 0; i < 2; ++i) {
+        ASSERT_EQ(got[i].status, WcStatus::success) << wc_status_name(got[i].status);
+        EXPECT_EQ(got[i].wr_id, 70 + i);
+        EXPECT_EQ(got[i].qpn, on_srq.qpn());
+        EXPECT_EQ(got[i].src_qpn, ud_a_.qpn());
+        EXPECT_EQ(got[i].byte_len, 40U + 64U);
+        EXPECT_TRUE(got[i].flags.has(wc_grh));
+        EXPECT_EQ(std::memcmp(b_->data() + 65536 + i * 4096 + 40, a_->data(), 64), 0);
+    }
+    EXPECT_EQ(srq.outstanding().value(), 0U);
+    on_srq = {};
 }
 
 TEST_F(UdEngineTest, RcAndUdPacketsReachOnlyTheirOwnKindOfQp) {

@@ -50,7 +50,6 @@ class BadOptionsTest(unittest.TestCase):
             (['--fwd', 'nosuch'], "--fwd 'nosuch': write, read, send, atomic, echo, mixed, "
                                   'rxonly or udsend'),
             (['--qp-type', 'uc'], "--qp-type 'uc': rc or ud"),
-            (['--qp-type', 'ud', '--srq'], '--qp-type ud with --srq is not supported'),
             (['--qp-type', 'ud', '--fwd', 'echo'], '--fwd echo: the QPs are UD (--qp-type ud): udsend or rxonly'),
             (['--fwd', 'udsend'], '--fwd udsend: udsend needs UD QPs (--qp-type ud)'),
             (['--bogus'], "unknown option '--bogus'"),

@@ -193,6 +193,22 @@ class EngineTest(PairTest):
             self.assertGreater(blocks(out_c, f'Forward statistics for QP {qp} ')[-1]['RX-ops'],
                                0, out_c[-4000:])
 
+    def test_udsend_to_rxonly_on_a_shared_receive_queue(self):
+        # The receiver's UD QPs take their receives from their lcore's SRQ: each datagram lands
+        # behind its GRH in an SRQ slot, checked there.
+        sender = f'{CONNECT}set size 700\nsync\nstart\nsleep 1\nstop\nsync\nquit'
+        rx = f'{CONNECT}set fwd rxonly\nshow config\nstart\nsync\nsync\nsleep 1\nstop\nquit'
+        out_s, out_c = self.run_pair(sender, rx, server_args=('--qp-type', 'ud'),
+                                     client_args=('--qp-type', 'ud', '--srq'))
+        self.assertIn('receives: one shared receive queue of 128 per lcore', out_c)
+        sent, got = last_total(out_s), last_total(out_c)
+        self.check_sender(sent, 700)
+        self.assertGreater(got['RX-ops'], 0, got)
+        self.assertLessEqual(got['RX-ops'], sent['TX-completed'], (sent, got))
+        self.assertEqual(got['RX-bytes'], got['RX-ops'] * 700, got)
+        self.assertEqual((got['RX-verify-errors'], got['Errors'], got['Post-refused']), (0, 0, 0),
+                         got)
+
     def test_faults_at_run_time(self):
         faults = 'set fault drop 0.01 both\nset fault reorder 0.01\nset fault dup 0.01\n' \
                  'set fault corrupt 0.01\nshow fault\n'

@@ -117,6 +117,11 @@ class VerbsPairsTest(unittest.TestCase):
                                          '-c', 'UD'], r'(?m)^ 8\s+100\s+[0-9.]+')
         self.expect_pair('ib_send_bw', ['-x', '0', '-d', 'rdma_swroce0', '-n', '1000', '-s',
                                         '1024', '-c', 'UD'], r'(?m)^ 1024\s+1000\s+[0-9.]+')
+        # --use-srq: the server's UD QP takes every datagram's receive from an SRQ.
+        server, _ = self.expect_pair('ib_send_bw', ['-x', '0', '-d', 'rdma_swroce0', '-n', '1000',
+                                                    '-s', '64', '-c', 'UD', '--use-srq'],
+                                     r'(?m)^ 64\s+1000\s+[0-9.]+')
+        self.assertIn('Using SRQ      : ON', server[1])
 
     def test_event_mode_wakes_on_completions(self):
         # -e: the programs sleep in ibv_get_cq_event; the service lcore's completion wakes them.
