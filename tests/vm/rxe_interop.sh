@@ -40,6 +40,7 @@ cases=("$@")
   "verbs:srq_pingpong -n 200 -s 4096 -q 8 -r 64"
   "verbs:ud_pingpong -n 200 -s 1024 -r 64 -c"
   "verbs:send_lat -n 300 -c UD"
+  "verbs:send_bw -n 300 -s 512 -c UD --use-srq"
 )
 if [ ! -f "$shim" ]; then # built without libprdma-verbs (meson option verbs)
   kept=()
