@@ -1,11 +1,12 @@
-// A shared receive queue (rdmadev's SharedReceiveQueue): a ring of receive WQEs that the RC QPs
-// created on it take from, in the order posted. The application posts (one producer). An SRQ of
+// A shared receive queue (rdmadev's SharedReceiveQueue): a ring of receive WQEs that the RC and UD
+// QPs created on it take from, in the order posted. The application posts (one producer). An SRQ of
 // one queue group has one consumer, that group's engine, and the WorkRing between them is
 // lock-free with plain loads and stores. An SRQ shared by every group (any_queue_group) has one
 // consumer per group, each on its own lcore: they claim a WQE with a compare-and-swap
 // (WorkRing::take_shared), a locked instruction per message that a one-group SRQ does without. A
 // SEND takes its WQE at its first packet and keeps it in the QP (held_receive) until its last, so
-// packets of SENDs on other QPs of the SRQ may come in between.
+// packets of SENDs on other QPs of the SRQ may come in between; a datagram takes and gives it back
+// within its one packet.
 //
 // A resize (ibv_modify_srq's max_wr) cannot move WQEs under the engine, which takes them without a
 // lock while another thread may drive it. So it links a new ring behind the one being posted to:
@@ -82,8 +83,8 @@ inline SrqRing* srq_take_ring(SwroceSrq& srq) noexcept {
 bool take_from_srq(SwroceQp& qp) noexcept;
 // Whether a request that needs a receive WQE has one: the head of the QP's own receive queue, or
 // the one it holds from its SRQ, taken now if it holds none (a SEND's first packet, a
-// WRITE_WITH_IMM's last). Taken here, before anything is placed: with an SRQ shared by groups, a
-// WQE seen is not one held until it is claimed.
+// WRITE_WITH_IMM's last, a datagram). Taken here, before anything is placed: with an SRQ shared by
+// groups, a WQE seen is not one held until it is claimed.
 [[nodiscard]] inline bool acquire_receive(SwroceQp& qp) noexcept {
     if (qp.srq == nullptr) {
         return !qp.receive_queue.empty();

@@ -105,7 +105,7 @@ struct Counter {
 // - qp_last_wqe_reached: the QP is in the error state and its receive queue has been flushed, so
 //   no more receive WQEs will complete except with flush errors. Once per entry into ERR, for
 //   an error the device found (after qp_fatal) and for modify() to ERR alike. (IBTA raises it
-//   for QPs on a shared receive queue; prdma raises it for every RC QP, on an SRQ or not.)
+//   for QPs on a shared receive queue; prdma raises it for every QP, on an SRQ or not.)
 // - srq_limit_reached: an SRQ armed with a limit (SharedReceiveQueue::arm_limit) holds fewer
 //   receive WRs than the limit; once per arming, to the context that holds the SRQ.
 struct Event {
@@ -321,7 +321,8 @@ struct SrqCaps {
 };
 
 // A shared receive queue (ibv_srq): RC and UD QPs created with it (QpInitAttr::srq) take their
-// receive WRs from it, in the order posted, whichever QP a SEND or datagram arrives on. It belongs
+// receive WRs from it, in the order posted, whichever QP a SEND or datagram arrives on (a datagram
+// that finds it empty is dropped, as one that finds a QP's own receive queue empty). It belongs
 // to one queue group, as a CQ does, and its QPs must too: the lcore that drives the group is the
 // one consumer, the thread that posts (post_srq_recv, fastpath.hpp) the one producer, so neither
 // takes a lock or a locked instruction. One created for any_queue_group serves QPs of every group:

@@ -3181,6 +3181,42 @@ TEST_F(UdEngineTest, AUdQpOnAnSrqTakesItsReceivesFromIt) {
         EXPECT_EQ(std::memcmp(b_->data() + 65536 + i * 4096 + 40, a_->data(), 64), 0);
     }
     EXPECT_EQ(srq.outstanding().value(), 0U);
+
+    // A receive too short takes one WQE, completes in error, and the next datagram gets the
+    // next WQE; the limit armed fires at the take that leaves fewer.
+    RecvWr short_one = recv_wr(80, {b_->addr() + 65536, 40 + 16, b_->mr.lkey()});
+    RecvWr fits = recv_wr(81, {b_->addr() + 69632, 40 + 64, b_->mr.lkey()});
+    ASSERT_EQ(post_srq_recv(srq, {&short_one, 1}), 1);
+    ASSERT_EQ(post_srq_recv(srq, {&fits, 1}), 1);
+    ASSERT_TRUE(srq.arm_limit(2).ok());
+    ASSERT_EQ(post_send(ud_a_, {two, 2}), 2);
+    const auto next = wait(*b_, 2);
+    ASSERT_EQ(next.size(), 2U);
+    EXPECT_EQ(next[0].wr_id, 80U);
+    EXPECT_EQ(next[0].status, WcStatus::local_length_error) << wc_status_name(next[0].status);
+    EXPECT_EQ(next[1].wr_id, 81U);
+    EXPECT_EQ(next[1].status, WcStatus::success) << wc_status_name(next[1].status);
+    EXPECT_EQ(counter(*b_, "rx_ud_too_long"), 1U);
+    std::array<Event, 16> events{};
+    const std::size_t n = b_->context.poll_events(events);
+    EXPECT_TRUE(std::any_of(
+        events.begin(), events.begin() + static_cast<std::ptrdiff_t>(n), [&srq](const Event& e) {
+            return e.type == EventType::srq_limit_reached && e.srqn == srq.srqn();
+        }));
+
+    // In ERR the QP's last WQE is reached; the SRQ keeps what it holds for its other QPs.
+    RecvWr kept = recv_wr(82, {b_->addr() + 65536, 256, b_->mr.lkey()});
+    ASSERT_EQ(post_srq_recv(srq, {&kept, 1}), 1);
+    QpAttr err;
+    err.state = QpState::err;
+    ASSERT_TRUE(on_srq.modify(err, qp_attr_state).ok());
+    (void)poll_b();
+    const std::size_t m = b_->context.poll_events(events);
+    EXPECT_TRUE(std::any_of(
+        events.begin(), events.begin() + static_cast<std::ptrdiff_t>(m), [&on_srq](const Event& e) {
+            return e.type == EventType::qp_last_wqe_reached && e.qpn == on_srq.qpn();
+        }));
+    EXPECT_EQ(srq.outstanding().value(), 1U);
     on_srq = {};
 }
 
