@@ -616,6 +616,21 @@ std::uint32_t sum16(const std::uint8_t* data, std::size_t length, std::uint32_t 
 
 } // namespace
 
+std::uint16_t ipv6_upper_layer_checksum(const std::uint8_t* ipv6_header,
+                                        std::span<const std::uint8_t> message,
+                                        std::uint8_t next_header) noexcept {
+    // Pseudo-header: source, destination, upper-layer length, next header (RFC 8200 8.1).
+    std::uint32_t sum = sum16(ipv6_header + 8, 32, 0);
+    sum += static_cast<std::uint32_t>(message.size() >> 16) +
+           static_cast<std::uint32_t>(message.size() & 0xffffU);
+    sum += next_header;
+    sum = sum16(message.data(), message.size(), sum);
+    while ((sum >> 16) != 0) {
+        sum = (sum & 0xffffU) + (sum >> 16);
+    }
+    return static_cast<std::uint16_t>(~sum & 0xffffU);
+}
+
 bool set_ipv6_udp_checksum(std::span<std::uint8_t> frame, const FrameLayout& layout) noexcept {
     const std::size_t ip = layout.ip_offset;
     if (!layout.ok() || frame.size() < ip + ipv6_header_size + udp_header_size ||
@@ -629,15 +644,8 @@ bool set_ipv6_udp_checksum(std::span<std::uint8_t> frame, const FrameLayout& lay
         return false;
     }
     store_be16(udp + 6, 0);
-    // Pseudo-header: source, destination, UDP length, next header (RFC 8200 8.1).
-    std::uint32_t sum = sum16(ip6 + 8, 32, 0);
-    sum += udp_length;
-    sum += ip_protocol_udp;
-    sum = sum16(udp, udp_length, sum);
-    while ((sum >> 16) != 0) {
-        sum = (sum & 0xffffU) + (sum >> 16);
-    }
-    auto checksum = static_cast<std::uint16_t>(~sum & 0xffffU);
+    const std::uint16_t checksum =
+        ipv6_upper_layer_checksum(ip6, {udp, udp_length}, ip_protocol_udp);
     store_be16(udp + 6, checksum == 0 ? 0xffff : checksum); // 0 means "none", sent as all ones
     return true;
 }

@@ -25,6 +25,7 @@
 #include <prdma/roce/packet.hpp>
 
 #include "arp.hpp"
+#include "neighbour_discovery.hpp"
 
 namespace prdma::fuzz {
 namespace {
@@ -124,8 +125,36 @@ void check_arp(std::span<const std::uint8_t> frame) {
     }
 }
 
+// What a solicitation or advertisement says survives being written again by swroce's builders.
+void check_nd(std::span<const std::uint8_t> frame) {
+    const swroce::NdParseResult nd = swroce::parse_nd(frame);
+    if (!nd.ok() || !nd.message.link_address) {
+        return;
+    }
+    const swroce::NdMessage& m = nd.message;
+    std::array<std::uint8_t, swroce::nd_frame_buffer_size> out{};
+    const bool solicitation = m.type == swroce::NdType::solicitation;
+    const swroce::Ipv6Address& sender = solicitation ? m.source : m.target;
+    if (swroce::is_unusable_ipv6(sender) || swroce::is_unusable_ipv6(m.source)) {
+        return;
+    }
+    const std::size_t length =
+        solicitation ? swroce::build_neighbor_solicitation(out, *m.link_address, m.source, m.target)
+                     : swroce::build_neighbor_advertisement(out, *m.link_address, m.target,
+                                                            m.eth_source, m.source);
+    const swroce::NdParseResult again =
+        swroce::parse_nd(std::span<const std::uint8_t>(out).first(length));
+    if (!again.ok() || again.message.type != m.type || again.message.target != m.target ||
+        again.message.link_address != m.link_address) {
+        std::fprintf(stderr, "frame parser fuzz: an ND message does not survive encoding (%s)\n",
+                     std::string(swroce::nd_error_name(again.error)).c_str());
+        std::abort();
+    }
+}
+
 void check_frame(std::span<const std::uint8_t> frame) {
     check_arp(frame);
+    check_nd(frame);
     const roce::ParsedFrame strict = roce::parse_roce_frame(frame);
     roce::ParseOptions lax_options;
     lax_options.verify_icrc = false;

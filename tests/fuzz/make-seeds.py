@@ -22,7 +22,8 @@ region). Captures whose name starts with "swroce" (prdma's own) also get the who
 and their requests polled after every frame and arriving on the second queue group.
 
 Made here and added: requests aimed at the edges of the harness's regions (EDGES, one per input),
-and an ARP request and reply (the device answers requests for its address).
+an ARP request and reply (the device answers requests for its address), and an IPv6 neighbour
+solicitation and advertisement.
 """
 
 import os
@@ -178,6 +179,26 @@ def arp_frame(op, sender_mac, sender_ip, target_mac, target_ip):
     return frame + bytes(60 - len(frame))
 
 
+def icmpv6_checksum(src, dst, message):
+    data = src + dst + struct.pack(">IxxxB", len(message), 58) + message
+    data += bytes(len(data) % 2)
+    total = sum(struct.unpack(">%dH" % (len(data) // 2), data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def nd_frame(kind, sender_mac, src, dst, target, eth_dst):
+    """A neighbour solicitation (135) or solicited advertisement (136) with its MAC option."""
+    flags = 0 if kind == 135 else 0x60
+    option = 1 if kind == 135 else 2
+    message = bytearray(struct.pack(">BBHB3x", kind, 0, 0, flags) + target +
+                        bytes([option, 1]) + sender_mac)
+    message[2:4] = struct.pack(">H", icmpv6_checksum(src, dst, bytes(message)))
+    ip = struct.pack(">IHBB", 6 << 28, len(message), 58, 255) + src + dst
+    return eth_dst + sender_mac + b"\x86\xdd" + ip + bytes(message)
+
+
 def write(path, data):
     with open(path, "wb") as f:
         f.write(data)
@@ -232,6 +253,13 @@ def main():
           responder_input([request], REQUESTS_CONFIG))
     write(os.path.join(out, "frame_parser", "arp-reply"),
           arp_frame(2, mac_b, [10, 0, 0, 2], mac_a, [10, 0, 0, 1]))
+    ip_a = bytes.fromhex("fd000000000000000000000000000001")
+    ip_b = bytes.fromhex("fd000000000000000000000000000002")
+    group_b = bytes.fromhex("ff0200000000000000000001ff000002")
+    write(os.path.join(out, "frame_parser", "nd-solicitation"),
+          nd_frame(135, mac_a, ip_a, group_b, ip_b, bytes([0x33, 0x33]) + group_b[12:]))
+    write(os.path.join(out, "frame_parser", "nd-advertisement"),
+          nd_frame(136, mac_b, ip_b, ip_a, ip_b, mac_a))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 # rc_pingpong, srq_pingpong or ud_pingpong) both ways:
 #   A: ib_TEST server here, the host's client there (TCP exchange to 192.168.100.10)
 #   B: the host's server there, ib_TEST client here (to 192.168.100.1)
+# A case "ipv6:CASE" runs over rxe's RoCE v2 GID of fd64::20 (added to roce0 here) instead.
 # Handshake through files in $PRDMA_VM_OUT (shared with the host over 9p):
 #   A: guest-up-A-N (server listening) -> host-done-A-N;  B: guest-ready-B-N -> host-up-B-N.
 #   rxe_guest.sh CASES
@@ -23,6 +24,7 @@ wait_file() { # FILE SECONDS
 }
 listening() { ss -ltnH "sport = :$1" 2>/dev/null | grep -q .; }
 
+ip -6 addr add fd64::20/64 dev roce0 nodad || step "no IPv6 on roce0: ipv6: cases will fail"
 step "roce0: $(ip -br addr show roce0 2>&1)"
 rdma link add rxe0 type rxe netdev roce0 || { step "FAIL: rdma link add"; dmesg | tail -5; exit 1; }
 rdma link show
@@ -40,6 +42,14 @@ done
 [ -n "$idx" ] || { step "FAIL: no RoCE v2 GID for 10.100.0.20"; exit 1; }
 step "RoCE v2 GID index of 10.100.0.20: $idx"
 echo "$idx" >"$out/gid-index"
+want6=fd64:0000:0000:0000:0000:0000:0000:0020
+idx6=
+for g in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
+  gid=$(cat "$gids/$g" 2>/dev/null) || break
+  type=$(cat "$types/$g" 2>/dev/null) || break
+  [ "$gid" = "$want6" ] && [ "$type" = "RoCE v2" ] && [ -z "$idx6" ] && idx6=$g
+done
+step "RoCE v2 GID index of fd64::20: ${idx6:-none}"
 
 rc=0
 n=0
@@ -47,10 +57,12 @@ while read -r test opts; do
   [ -n "$test" ] || continue
   n=$((n + 1))
   port=$((base_port + 2 * n))
+  gid_index=$idx
+  case $test in ipv6:*) test=${test#ipv6:} gid_index=${idx6:-none} ;; esac
   test=${test#verbs:}
   case $test in
-    rc_pingpong | srq_pingpong | ud_pingpong) prog="ibv_$test -d rxe0 -g $idx" ;;
-    *) prog="ib_$test -d rxe0 -x $idx -F" ;;
+    rc_pingpong | srq_pingpong | ud_pingpong) prog="ibv_$test -d rxe0 -g $gid_index" ;;
+    *) prog="ib_$test -d rxe0 -x $gid_index -F" ;;
   esac
   # A: ib_TEST serves, prdma-perf (host 1) is the client.
   step "A$n: $prog $opts -p $port (server; the host's program the client) ($(now)s)"
@@ -91,5 +103,6 @@ done <"$cases"
 step "rdma statistics: $(rdma statistic show link rxe0/1 2>&1 | tr -s ' \n' ' ')"
 ip -s link show roce0
 ip neigh show dev roce0
+ip -6 neigh show dev roce0
 step "done ($(now)s), status $rc"
 exit $rc

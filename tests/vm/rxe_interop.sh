@@ -6,7 +6,8 @@
 # the client of the host's program. The host's program is prdma-perf for a case "TEST OPTIONS",
 # and for "verbs:TEST OPTIONS" Debian's own ib_TEST (or ibv_TEST for TEST rc_pingpong,
 # srq_pingpong or ud_pingpong, on both ends) with libprdma-verbs preloaded, the engine on a service lcore. The TCP exchange goes
-# over br-kern (192.168.100.1 <-> 192.168.100.10).
+# over br-kern (192.168.100.1 <-> 192.168.100.10). A case "ipv6:CASE" runs CASE over IPv6
+# instead (swroce fd64::1, rxe fd64::20): each side finds the other's MAC by neighbour discovery.
 # Every run must exit 0 and print a result row. The frames on br-data are captured to
 # BUILD_DIR/vm/rxe.pcap (tshark -r rxe.pcap -d udp.port==4791,infiniband).
 # Root; needs qemu-system-x86_64 and perftest + rdma-core + ibverbs-providers (prdma-setup deps),
@@ -21,6 +22,7 @@ out=$vmdir/run
 perf=$build/apps/prdma-perf/prdma-perf
 shim=$build/lib/verbs/libprdma-verbs.so
 base_port=18600
+swroce_ip=10.100.0.1 # fd64::1 for an ipv6: case
 say() { printf 'rxe_interop: %s\n' "$*"; }
 
 cases=("$@")
@@ -41,6 +43,8 @@ cases=("$@")
   "verbs:ud_pingpong -n 200 -s 1024 -r 64 -c"
   "verbs:send_lat -n 300 -c UD"
   "verbs:send_bw -n 300 -s 512 -c UD --use-srq"
+  "ipv6:write_lat -n 300"
+  "ipv6:verbs:send_lat -n 200 -c UD"
 )
 if [ ! -f "$shim" ]; then # built without libprdma-verbs (meson option verbs)
   kept=()
@@ -92,7 +96,7 @@ h1_perf() { # TEST OPTS... : prdma-perf in host 1 on swroce over data0
   shift
   ip netns exec prdma-h1 timeout 240 "$perf" "$test" -l 0 --no-telemetry \
     --log-level=lib.eal:error --log-level=prdma.*:warning --vdev=net_af_packet0,iface=data0 \
-    --vdev=rdma_swroce0,port=net_af_packet0,ip=10.100.0.1 -- -F "$@"
+    --vdev=rdma_swroce0,port=net_af_packet0,ip=$swroce_ip -- -F "$@"
 }
 
 # TEST OPTS... : Debian's verbs program in host 1, on swroce over data0 through libprdma-verbs.
@@ -105,12 +109,14 @@ h1_verbs() {
   esac
   ip netns exec prdma-h1 env LD_PRELOAD="$shim" PRDMA_EAL_ARGS="-l 0,1 --main-lcore 0 -S 1 \
 --no-huge -m 256 --no-telemetry --log-level=*:error --vdev=net_af_packet0,iface=data0 \
---vdev=rdma_swroce0,port=net_af_packet0,ip=10.100.0.1,progress=service" \
+--vdev=rdma_swroce0,port=net_af_packet0,ip=$swroce_ip,progress=service" \
     timeout 240 "${prog[@]}" "$@"
 }
 h1_run() { # CASE-TEST OPTS... : the host's program for a case
   local test=$1
   shift
+  swroce_ip=10.100.0.1
+  case $test in ipv6:*) swroce_ip=fd64::1 test=${test#ipv6:} ;; esac
   case $test in
     verbs:*) h1_verbs "${test#verbs:}" "$@" ;;
     *) h1_perf "$test" "$@" ;;
@@ -154,7 +160,7 @@ rm -rf "$out"
 pids+=($!)
 pcap=$vmdir/rxe.pcap
 rm -f "$pcap"
-ip netns exec prdma-sw tshark -q -i br-data -s 192 -w "$pcap" -f 'udp port 4791 or arp' \
+ip netns exec prdma-sw tshark -q -i br-data -s 192 -w "$pcap" -f 'udp port 4791 or arp or icmp6' \
   >/dev/null 2>&1 &
 pids+=($!)
 
@@ -184,6 +190,7 @@ say "results (bytes, iterations, then t_min t_max t_typical t_avg ... us, or BW 
 for c in "${cases[@]}"; do
   n=$((n + 1))
   test=${c%% *}
+  test=${test#ipv6:}
   prog=ib_${test#verbs:}
   host=prdma-perf
   case $test in
@@ -238,9 +245,13 @@ done
 if command -v tshark >/dev/null && [ -s "$pcap" ]; then
   # Per sender and BTH opcode (4 SEND only, 6/7/8 WRITE first/middle/last, 10 WRITE only,
   # 12 READ request, 16 READ response only, 17 ACK): more than the iterations are resends.
-  say "br-data capture $pcap (swroce 10.100.0.1, rxe 10.100.0.20), RoCE frames per sender and opcode:"
-  tshark -r "$pcap" -Y infiniband -T fields -e ip.src -e infiniband.bth.opcode 2>/dev/null |
+  say "br-data capture $pcap (swroce 10.100.0.1 and fd64::1, rxe 10.100.0.20 and fd64::20), RoCE frames per sender and opcode:"
+  tshark -r "$pcap" -Y infiniband -T fields -e ip.src -e ipv6.src -e infiniband.bth.opcode 2>/dev/null |
     sort | uniq -c | awk '{printf "  %s op %s: %s\n", $2, $3, $1}'
+  say "neighbour discovery on br-data (ICMPv6 type, source, target):"
+  tshark -r "$pcap" -Y 'icmpv6.type == 135 || icmpv6.type == 136' -T fields -e icmpv6.type \
+    -e ipv6.src -e icmpv6.nd.ns.target_address -e icmpv6.nd.na.target_address \
+    -e icmpv6.checksum.status 2>/dev/null | sort | uniq -c | sed 's/^/  /'
 fi
 say "accel $(cat "$out/accel" 2>/dev/null), guest ready after $(cat "$out/ready" 2>/dev/null)s of its kernel, $(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')s in all; guest status $rc"
 [ "$rc" -eq 0 ] && [ $fail -eq 0 ]

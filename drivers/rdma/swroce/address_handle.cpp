@@ -48,14 +48,12 @@ Status create_ah(Device& device, const rdma::driver::AhInit& init, const Control
         dev.ahs.emplace(&ah, std::move(owned));
         return {};
     }
-    if (!gid.is_ipv4_mapped() || !dev.arp) {
-        return Error(StatusCode::not_supported,
-                     "swroce resolves IPv4 peers with ARP; give dest_mac for an IPv6 peer");
+    if (!resolves(dev, gid)) {
+        return unresolvable_peer(dev, gid);
     }
-    const std::uint32_t ip = gid.ipv4_host_order();
     PendingResolution pending;
     pending.token = token;
-    pending.ip = ip;
+    pending.peer = gid;
     pending.ah = &ah;
     Result<MacAddress> mac = resolve_peer(dev, pending);
     if (!mac && mac.error().code() != StatusCode::pending) {
@@ -66,8 +64,11 @@ Status create_ah(Device& device, const rdma::driver::AhInit& init, const Control
         (void)take_pending(dev, [&token](const PendingResolution& p) {
             return p.token.serial == token.serial && p.token.context == token.context;
         });
-        return Error(StatusCode::busy, "resolving the peer's MAC address with ARP: call again, "
-                                       "or pass a request id and wait for its completion");
+        const std::string protocol(resolution_protocol(dev));
+        return Error(StatusCode::busy,
+                     strformat("resolving the peer's MAC address with %s: call again, or pass a "
+                               "request id and wait for its completion",
+                               protocol.c_str()));
     }
     if (mac) {
         make_ready(dev, ah, mac.value());

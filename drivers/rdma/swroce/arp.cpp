@@ -6,8 +6,6 @@
 
 #include <prdma/format.hpp>
 
-#include "swroce_control.hpp"
-
 namespace prdma::swroce {
 
 namespace {
@@ -67,11 +65,6 @@ bool is_unusable_ip(std::uint32_t ip) {
     return ip == 0 || ip == 0xffffffffU || (ip >> 28) == 0xe || (ip >> 24) == 127;
 }
 
-// tsc_hz * ms / 1000 without overflowing for any 32-bit millisecond count.
-std::uint64_t ms_to_cycles(std::uint64_t tsc_hz, std::uint32_t ms) {
-    return (tsc_hz / 1000) * ms + (tsc_hz % 1000) * ms / 1000;
-}
-
 } // namespace
 
 std::string_view arp_error_name(ArpError error) {
@@ -96,7 +89,7 @@ std::string_view arp_error_name(ArpError error) {
     return "unknown";
 }
 
-std::string_view arp_request_result_name(ArpRequestResult result) {
+std::string_view neighbour_request_result_name(NeighbourRequestResult result) {
     switch (result) {
     case ArpRequestResult::send:
         return "send";
@@ -194,82 +187,6 @@ std::size_t build_arp_reply(std::span<std::uint8_t> out, const MacAddress& our_m
     return encode_arp(out, peer_mac, message);
 }
 
-// ---- NeighbourTable ----
-
-NeighbourTable::NeighbourTable(std::size_t capacity) : slots_(std::max<std::size_t>(capacity, 1)) {}
-
-const NeighbourEntry* NeighbourTable::find(std::uint32_t ip) const noexcept {
-    for (std::size_t i = 0; i < size_; ++i) {
-        if (slots_[i].ip == ip) {
-            return &slots_[i];
-        }
-    }
-    return nullptr;
-}
-
-NeighbourEntry* NeighbourTable::find_mutable(std::uint32_t ip) noexcept {
-    return const_cast<NeighbourEntry*>(std::as_const(*this).find(ip));
-}
-
-std::optional<MacAddress> NeighbourTable::lookup(std::uint32_t ip, std::uint64_t now,
-                                                 std::uint64_t max_age) const noexcept {
-    const NeighbourEntry* entry = find(ip);
-    if (entry == nullptr || is_stale(*entry, now, max_age)) {
-        return std::nullopt;
-    }
-    return entry->mac;
-}
-
-bool NeighbourTable::refresh(std::uint32_t ip, const MacAddress& mac, std::uint64_t now) noexcept {
-    NeighbourEntry* entry = find_mutable(ip);
-    if (entry == nullptr) {
-        return false;
-    }
-    entry->mac = mac;
-    entry->updated_at = now;
-    return true;
-}
-
-NeighbourUpdate NeighbourTable::insert(std::uint32_t ip, const MacAddress& mac,
-                                       std::uint64_t now) noexcept {
-    if (refresh(ip, mac, now)) {
-        return NeighbourUpdate::updated;
-    }
-    if (size_ < slots_.size()) {
-        slots_[size_++] = NeighbourEntry{ip, mac, now};
-        return NeighbourUpdate::inserted;
-    }
-    // Full: the entry heard from longest ago is the one most likely gone.
-    auto oldest = std::min_element(slots_.begin(), slots_.end(), [](const auto& a, const auto& b) {
-        return a.updated_at < b.updated_at;
-    });
-    *oldest = NeighbourEntry{ip, mac, now};
-    return NeighbourUpdate::inserted_evicting;
-}
-
-bool NeighbourTable::erase(std::uint32_t ip) noexcept {
-    NeighbourEntry* entry = find_mutable(ip);
-    if (entry == nullptr) {
-        return false;
-    }
-    // Order carries no meaning, so the last entry fills the hole.
-    *entry = slots_[--size_];
-    return true;
-}
-
-std::size_t NeighbourTable::expire(std::uint64_t now, std::uint64_t max_age) noexcept {
-    std::size_t removed = 0;
-    for (std::size_t i = 0; i < size_;) {
-        if (is_stale(slots_[i], now, max_age)) {
-            slots_[i] = slots_[--size_];
-            ++removed;
-        } else {
-            ++i;
-        }
-    }
-    return removed;
-}
-
 // ---- ArpResolver ----
 
 ArpResolver::ArpResolver(const ArpResolverConfig& config)
@@ -311,40 +228,17 @@ Result<ArpResolver> ArpResolver::create(const ArpResolverConfig& config) {
     return ArpResolver(config);
 }
 
-std::size_t ArpResolver::find_pending(std::uint32_t ip) const noexcept {
-    for (std::size_t i = 0; i < pending_size_; ++i) {
-        if (pending_[i].ip == ip) {
-            return i;
-        }
-    }
-    return pending_size_;
-}
-
-void ArpResolver::remove_pending(std::size_t index) noexcept {
-    pending_[index] = pending_[--pending_size_];
-}
-
-bool ArpResolver::is_pending(std::uint32_t ip) const noexcept {
-    return find_pending(ip) != pending_size_;
-}
-
 ArpRequestResult ArpResolver::request(std::uint32_t ip, std::uint64_t now,
                                       ArpFrame& frame) noexcept {
     if (is_unusable_ip(ip) || ip == config_.ip) {
         return ArpRequestResult::invalid_target;
     }
-    if (lookup(ip, now)) {
-        return ArpRequestResult::already_known;
+    const ArpRequestResult result =
+        pending_.start(ip, lookup(ip, now).has_value(), now + retry_cycles_);
+    if (result == ArpRequestResult::send) {
+        frame.length = build_arp_request(frame.bytes, config_.mac, config_.ip, ip);
     }
-    if (is_pending(ip)) {
-        return ArpRequestResult::pending;
-    }
-    if (pending_size_ == pending_.size()) {
-        return ArpRequestResult::no_resources;
-    }
-    pending_[pending_size_++] = Pending{ip, 1, now + retry_cycles_};
-    frame.length = build_arp_request(frame.bytes, config_.mac, config_.ip, ip);
-    return ArpRequestResult::send;
+    return result;
 }
 
 ArpRxResult ArpResolver::on_frame(std::span<const std::uint8_t> frame, std::uint64_t now,
@@ -372,8 +266,7 @@ ArpRxResult ArpResolver::on_frame(std::span<const std::uint8_t> frame, std::uint
         merged = table_.refresh(message.sender_ip, message.sender_mac, now);
         // A resolution in flight is an entry without a MAC yet: any ARP from that host
         // completes it (as Linux's INCOMPLETE neighbour), whoever the frame was for.
-        if (const std::size_t index = find_pending(message.sender_ip); index != pending_size_) {
-            remove_pending(index);
+        if (pending_.remove(message.sender_ip)) {
             if (!merged) {
                 result.evicted = table_.insert(message.sender_ip, message.sender_mac, now) ==
                                  NeighbourUpdate::inserted_evicting;
@@ -401,116 +294,10 @@ ArpRxResult ArpResolver::on_frame(std::span<const std::uint8_t> frame, std::uint
 
 ArpPollResult ArpResolver::poll(std::uint64_t now, std::span<ArpFrame> frames,
                                 std::span<std::uint32_t> failed) noexcept {
-    ArpPollResult result;
-    for (std::size_t i = 0; i < pending_size_;) {
-        Pending& entry = pending_[i];
-        if (now < entry.deadline) {
-            ++i;
-            continue;
-        }
-        if (entry.tries >= config_.max_tries) {
-            if (result.failed == failed.size()) {
-                ++i; // reported by a later poll with room
-                continue;
-            }
-            failed[result.failed++] = entry.ip;
-            remove_pending(i); // the last entry moved into i: look at i again
-            continue;
-        }
-        if (result.frames < frames.size()) {
-            ArpFrame& frame = frames[result.frames++];
-            frame.length = build_arp_request(frame.bytes, config_.mac, config_.ip, entry.ip);
-            ++entry.tries;
-            entry.deadline = now + retry_cycles_;
-        }
-        ++i;
-    }
-    return result;
-}
-
-// ---- the device's side: ARP frames in, requests and replies out, resolution finishing RTR ----
-
-void send_control_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
-                        SwroceCounters& counters) {
-    rte_mbuf* mbuf = dev.port.copy_to_mbuf(0, frame);
-    if (mbuf == nullptr) {
-        ++counters.tx_no_mbuf;
-        return;
-    }
-    // A port busy with RDMA traffic refuses it now and takes it on the next progress.
-    send_frame(dev, 0, mbuf, counters);
-}
-
-void start_resolution(SwroceDevice& dev, GroupRequest& request) noexcept {
-    const std::uint64_t now = rte_get_tsc_cycles();
-    request.arp_mac = dev.arp->lookup(request.arp_ip, now);
-    if (request.arp_mac) {
-        request.arp_result = ArpRequestResult::already_known;
-        return;
-    }
-    ArpFrame frame;
-    request.arp_result = dev.arp->request(request.arp_ip, now, frame);
-    QueueGroupState& group = *dev.groups[0];
-    if (request.arp_result == ArpRequestResult::send) {
-        send_control_frame(dev, frame.view(), group.counters);
-        ++group.counters.arp_requests_sent;
-    }
-    if (request.arp_result == ArpRequestResult::send ||
-        request.arp_result == ArpRequestResult::pending) {
-        group.arp_due = 0; // its retries are this group's timers
-    }
-}
-
-namespace {
-
-// For the control path (SwroceDevice::arp_outcomes); run by group 0's holder.
-void record_outcome(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> mac) noexcept {
-    ArpOutcome& slot = dev.arp_outcomes.next_slot();
-    slot.ip = ip;
-    slot.mac = mac;
-    dev.arp_outcomes.push();
-}
-
-} // namespace
-
-void poll_arp(SwroceDevice& dev, std::uint64_t now) {
-    std::array<ArpFrame, 8> retries;
-    std::array<std::uint32_t, 8> failed{};
-    const ArpPollResult polled = dev.arp->poll(now, retries, failed);
-    SwroceCounters& counters = dev.groups[0]->counters; // group 0's holder runs this
-    for (std::size_t i = 0; i < polled.frames; ++i) {
-        send_control_frame(dev, retries[i].view(), counters);
-        ++counters.arp_requests_sent;
-    }
-    for (std::size_t i = 0; i < polled.failed; ++i) {
-        ++counters.arp_failed;
-        record_outcome(dev, failed[i], std::nullopt);
-    }
-}
-
-bool handle_arp_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame, std::uint64_t now,
-                      SwroceCounters& counters) noexcept {
-    if (!dev.arp) {
-        return false;
-    }
-    ArpFrame reply;
-    const ArpRxResult result = dev.arp->on_frame(frame, now, reply);
-    if (result.error == ArpError::not_arp) {
-        return false;
-    }
-    if (result.error != ArpError::ok) {
-        ++counters.arp_errors[static_cast<std::size_t>(result.error) % counters.arp_errors.size()];
-        return true;
-    }
-    if (result.reply_ready) {
-        send_control_frame(dev, reply.view(), counters);
-        ++counters.arp_replies_sent;
-    }
-    if (result.resolved) {
-        ++counters.arp_resolved;
-        record_outcome(dev, result.resolved_ip, result.resolved_mac);
-    }
-    return true;
+    const auto ask = [&](std::uint32_t ip, std::size_t index) {
+        frames[index].length = build_arp_request(frames[index].bytes, config_.mac, config_.ip, ip);
+    };
+    return pending_.poll(now, config_.max_tries, retry_cycles_, frames.size(), ask, failed);
 }
 
 } // namespace prdma::swroce

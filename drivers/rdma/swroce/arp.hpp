@@ -6,7 +6,8 @@
 // protocol testable without DPDK. IPv4 addresses are host byte order throughout (as
 // Gid::from_ipv4 takes them); the wire conversion happens only in encode/parse.
 //
-// IPv6 peers are found by neighbour discovery, not ARP; that is not here.
+// IPv6 peers are found by neighbour discovery (neighbour_discovery.hpp); the table and the retry
+// bookkeeping both use are in neighbour_cache.hpp.
 #pragma once
 
 #include <array>
@@ -19,19 +20,9 @@
 
 #include <prdma/status.hpp>
 
+#include "neighbour_cache.hpp"
+
 namespace prdma::swroce {
-
-using MacAddress = std::array<std::uint8_t, 6>;
-
-inline constexpr MacAddress broadcast_mac = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-
-// Group bit set: multicast, which includes broadcast. Such an address never owns an IP.
-constexpr bool is_multicast_mac(const MacAddress& mac) {
-    return (mac[0] & 0x01U) != 0;
-}
-constexpr bool is_zero_mac(const MacAddress& mac) {
-    return mac == MacAddress{};
-}
 
 inline constexpr std::uint16_t ethertype_arp = 0x0806;
 inline constexpr std::uint16_t ethertype_ipv4 = 0x0800;
@@ -98,66 +89,11 @@ std::size_t build_arp_reply(std::span<std::uint8_t> out, const MacAddress& our_m
                             std::uint32_t our_ip, const MacAddress& peer_mac,
                             std::uint32_t peer_ip) noexcept;
 
-// A frame the resolver wants sent; the caller copies view() into an mbuf.
-struct ArpFrame {
-    std::array<std::uint8_t, arp_frame_buffer_size> bytes{};
-    std::size_t length = 0;
-    [[nodiscard]] std::span<const std::uint8_t> view() const noexcept {
-        return {bytes.data(), length};
-    }
-};
+using ArpFrame = ControlFrame<arp_frame_buffer_size>;
 
-struct NeighbourEntry {
-    std::uint32_t ip = 0;
-    MacAddress mac{};
-    std::uint64_t updated_at = 0; // TSC cycles of the last ARP that confirmed it
-};
-
-enum class NeighbourUpdate : std::uint8_t {
-    updated,           // the IP was known; its MAC and time were refreshed
-    inserted,          // a free slot took it
-    inserted_evicting, // the table was full: the least recently confirmed entry made room
-};
-
-// IPv4 -> MAC, fixed capacity. All memory is taken at construction, so learning from the wire
-// never allocates; when full, the entry confirmed longest ago is replaced. Lookups scan: 256
-// entries of 16 bytes are 4 KiB, and the table serves the control path (QP connect), not the
-// per-packet path, which keeps the peer's MAC in the QP.
-class NeighbourTable {
-public:
-    static constexpr std::size_t default_capacity = 256;
-
-    explicit NeighbourTable(std::size_t capacity = default_capacity);
-
-    [[nodiscard]] const NeighbourEntry* find(std::uint32_t ip) const noexcept;
-    // The MAC of `ip` unless it is missing or stale (confirmed more than max_age cycles ago).
-    [[nodiscard]] std::optional<MacAddress> lookup(std::uint32_t ip, std::uint64_t now,
-                                                   std::uint64_t max_age) const noexcept;
-    // RFC 826's merge step: refreshes an entry that exists, adds nothing. True when it existed.
-    bool refresh(std::uint32_t ip, const MacAddress& mac, std::uint64_t now) noexcept;
-    NeighbourUpdate insert(std::uint32_t ip, const MacAddress& mac, std::uint64_t now) noexcept;
-    bool erase(std::uint32_t ip) noexcept;
-    // Drops every stale entry; returns how many went.
-    std::size_t expire(std::uint64_t now, std::uint64_t max_age) noexcept;
-
-    [[nodiscard]] std::size_t size() const noexcept { return size_; }
-    [[nodiscard]] std::size_t capacity() const noexcept { return slots_.size(); }
-    [[nodiscard]] std::span<const NeighbourEntry> entries() const noexcept {
-        return {slots_.data(), size_};
-    }
-
-    // A clock that went backwards (a caller mixing TSCs) reads as age 0, not as ancient.
-    static bool is_stale(const NeighbourEntry& entry, std::uint64_t now,
-                         std::uint64_t max_age) noexcept {
-        return now > entry.updated_at && now - entry.updated_at > max_age;
-    }
-
-private:
-    NeighbourEntry* find_mutable(std::uint32_t ip) noexcept;
-
-    std::vector<NeighbourEntry> slots_; // sized once; [0, size_) are in use
-    std::size_t size_ = 0;
-};
+// IPv4 -> MAC; IPv4 addresses in host byte order.
+using NeighbourTable = BasicNeighbourTable<std::uint32_t>;
+using NeighbourEntry = NeighbourTable::Entry;
 
 struct ArpResolverConfig {
     MacAddress mac{};         // this device's port
@@ -174,14 +110,7 @@ struct ArpResolverConfig {
     std::size_t max_pending = 64; // resolutions in flight at once
 };
 
-enum class ArpRequestResult : std::uint8_t {
-    send,           // a request is in `frame`: send it now
-    already_known,  // a fresh table entry answers it: use lookup()
-    pending,        // a resolution is already in flight; poll() retransmits it
-    no_resources,   // max_pending resolutions are in flight
-    invalid_target, // 0.0.0.0, our own address, broadcast, multicast or loopback
-};
-std::string_view arp_request_result_name(ArpRequestResult result);
+using ArpRequestResult = NeighbourRequestResult;
 
 // What on_frame() made of one received frame; several of these can happen at once.
 struct ArpRxResult {
@@ -195,10 +124,7 @@ struct ArpRxResult {
     MacAddress resolved_mac{};
 };
 
-struct ArpPollResult {
-    std::size_t frames = 0; // retransmitted requests written to the caller's frames
-    std::size_t failed = 0; // addresses written to the caller's failed list
-};
+using ArpPollResult = ProbePollResult;
 
 // ARP resolution state machine of one device. The caller sends what it returns, feeds it every
 // received ARP frame, and calls poll() while resolutions are in flight (swroce: group 0's progress,
@@ -225,29 +151,20 @@ public:
                                                    std::uint64_t now) const noexcept {
         return table_.lookup(ip, now, reachable_cycles_);
     }
-    [[nodiscard]] bool is_pending(std::uint32_t ip) const noexcept;
-    [[nodiscard]] std::size_t pending_count() const noexcept { return pending_size_; }
+    [[nodiscard]] bool is_pending(std::uint32_t ip) const noexcept { return pending_.contains(ip); }
+    [[nodiscard]] std::size_t pending_count() const noexcept { return pending_.size(); }
     [[nodiscard]] const NeighbourTable& table() const noexcept { return table_; }
     [[nodiscard]] const ArpResolverConfig& config() const noexcept { return config_; }
     [[nodiscard]] std::uint64_t retry_interval_cycles() const noexcept { return retry_cycles_; }
 
 private:
-    struct Pending {
-        std::uint32_t ip = 0;
-        unsigned tries = 0;         // requests sent so far
-        std::uint64_t deadline = 0; // when the last one counts as unanswered
-    };
-
     explicit ArpResolver(const ArpResolverConfig& config);
-    [[nodiscard]] std::size_t find_pending(std::uint32_t ip) const noexcept;
-    void remove_pending(std::size_t index) noexcept;
 
     ArpResolverConfig config_;
     std::uint64_t retry_cycles_ = 0;
     std::uint64_t reachable_cycles_ = 0;
     NeighbourTable table_;
-    std::vector<Pending> pending_; // sized once; [0, pending_size_) are in use
-    std::size_t pending_size_ = 0;
+    PendingProbes<std::uint32_t> pending_;
 };
 
 } // namespace prdma::swroce

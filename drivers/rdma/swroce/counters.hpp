@@ -59,7 +59,12 @@ struct SwroceCounters {
     std::uint64_t arp_resolved = 0;
     std::uint64_t arp_failed = 0;
     std::array<std::uint64_t, 8> arp_errors{}; // by ArpError
-    std::uint64_t rx_not_handled = 0;          // frames neither ARP nor RoCE
+    std::uint64_t nd_solicitations_sent = 0;
+    std::uint64_t nd_advertisements_sent = 0;
+    std::uint64_t nd_resolved = 0;
+    std::uint64_t nd_failed = 0;
+    std::array<std::uint64_t, 16> nd_errors{}; // by NdError
+    std::uint64_t rx_not_handled = 0;          // frames neither ARP, ND nor RoCE
     std::uint64_t tx_dropped = 0;              // frames the port did not take, lost
     std::uint64_t tx_deferred = 0;             // ... kept in the backlog for the next progress
     std::uint64_t steering_misses = 0;         // frames for another group's QP, handed over
@@ -115,6 +120,10 @@ void for_each_counter(Visit&& visit, Counters&... c) {
     visit("arp_replies_sent", c.arp_replies_sent...);
     visit("arp_resolved", c.arp_resolved...);
     visit("arp_failed", c.arp_failed...);
+    visit("nd_solicitations_sent", c.nd_solicitations_sent...);
+    visit("nd_advertisements_sent", c.nd_advertisements_sent...);
+    visit("nd_resolved", c.nd_resolved...);
+    visit("nd_failed", c.nd_failed...);
     static constexpr std::array<std::string_view, responder_error_count> reasons = {
         "resp_psn_sequence",
         "resp_receiver_not_ready",

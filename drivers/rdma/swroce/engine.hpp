@@ -246,7 +246,8 @@ Status attach_poller(rdma::driver::Device& device, std::optional<std::uint16_t> 
                      void** poller);
 void detach_poller(rdma::driver::Device& device, void* poller);
 std::uint32_t swroce_progress(void* poller);
-// ARP requests due again, and resolutions given up on (arp.cpp); group 0's progress runs it.
-void poll_arp(SwroceDevice& dev, std::uint64_t now);
+// ARP requests and neighbour solicitations due again, and resolutions given up on (neighbour.cpp);
+// group 0's progress runs it. Returns when to look again: no_neighbour_due once none is in flight.
+std::uint64_t poll_neighbours(SwroceDevice& dev, std::uint64_t now);
 
 } // namespace prdma::swroce

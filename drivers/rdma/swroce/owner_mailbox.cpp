@@ -114,7 +114,7 @@ void collect_group_requests(Device& device) {
                 }
                 continue;
             }
-            case GroupWork::resolve_arp:
+            case GroupWork::resolve_neighbour:
                 resolution_started(dev, *request);
                 continue; // its token is the RTR's, which completes once the MAC is known
             case GroupWork::create_cq:
@@ -171,7 +171,7 @@ void run_group_requests(SwroceDevice& dev, unsigned group) noexcept {
                 std::move(dev.qps[dev.slot_of_qpn(qp.qpn)]); // freed by the control path
             break;
         }
-        case GroupWork::resolve_arp:
+        case GroupWork::resolve_neighbour:
             start_resolution(dev, request);
             break;
         case GroupWork::create_cq:

@@ -1,7 +1,8 @@
 // A peer's MAC for what needs one before it can send: a QP's RTR without dest_mac, an address
-// handle without one. Known to the ARP table, it is used at once; else ARP asks for it (group 0
-// owns the resolver), the request pends in the device's pending_resolutions, and it finishes when
-// the answer, or the resolver's giving up, reaches the control path.
+// handle without one. Known to the neighbour table, it is used at once; else ARP (IPv4) or
+// neighbour discovery (IPv6) asks for it (group 0 owns the resolver), the request pends in the
+// device's pending_resolutions, and it finishes when the answer, or the resolver's giving up,
+// reaches the control path.
 #include <cstdio>
 
 #include <rte_cycles.h>
@@ -28,60 +29,72 @@ take_pending(SwroceDevice& dev, const std::function<bool(const PendingResolution
 
 namespace {
 
-Error pending_resolution(const char* how) {
-    return {StatusCode::pending, strformat("resolving the peer's MAC address with ARP%s", how)};
+Error pending_resolution(const SwroceDevice& dev, const char* how) {
+    const std::string protocol(resolution_protocol(dev));
+    return {StatusCode::pending,
+            strformat("resolving the peer's MAC address with %s%s", protocol.c_str(), how)};
 }
 
-// Another thread drives group 0, which ARP belongs to: that thread looks the peer up, or starts
-// the resolution, between two bursts (start_resolution), and `pending` waits as for one started
-// here.
+const char* invalid_target_reason(const rdma::Gid& peer) {
+    return peer.is_ipv4_mapped() ? "the destination GID is not a unicast IPv4 peer address"
+                                 : "the destination GID is not a unicast IPv6 peer address";
+}
+
+// Another thread drives group 0, which the resolver belongs to: that thread looks the peer up, or
+// starts the resolution, between two bursts (start_resolution), and `pending` waits as for one
+// started here.
 Error resolve_on_owner(SwroceDevice& dev, const PendingResolution& pending) {
-    auto request = make_request(GroupWork::resolve_arp, 0, pending.token);
-    request->arp_ip = pending.ip;
+    auto request = make_request(GroupWork::resolve_neighbour, 0, pending.token);
+    request->neighbour = pending.peer;
     if (Status sent = send_to_owner(dev, std::move(request)); !sent.ok()) {
         return sent.error();
     }
     dev.pending_resolutions.push_back(pending);
-    return pending_resolution(" (queue group 0's poller asks)");
+    return pending_resolution(dev, " (queue group 0's poller asks)");
 }
 
 } // namespace
 
+Error unresolvable_peer(const SwroceDevice& dev, const rdma::Gid& peer) {
+    return {StatusCode::not_supported,
+            strformat("%s speaks %s and resolves only such peers' MACs; give dest_mac for the %s "
+                      "peer %s",
+                      dev.name.c_str(), dev.args.ip.is_v4 ? "IPv4" : "IPv6",
+                      peer.is_ipv4_mapped() ? "IPv4" : "IPv6",
+                      IpAddress{peer.raw, peer.is_ipv4_mapped()}.to_string().c_str())};
+}
+
 Result<MacAddress> resolve_peer(SwroceDevice& dev, const PendingResolution& pending) {
-    const GroupHold arp_group(dev, 0); // the resolver and its frames are group 0's
+    const GroupHold resolver_group(dev, 0); // the resolver and its frames are group 0's
     // Outcomes first (under the hold, so none comes in between): a resolution started here then
-    // never finds arp_outcomes holding more than the resolutions in flight.
-    finish_arp_outcomes(dev);
-    if (!arp_group) {
+    // never finds neighbour_outcomes holding more than the resolutions in flight.
+    finish_neighbour_outcomes(dev);
+    if (!resolver_group) {
         return resolve_on_owner(dev, pending);
     }
     const std::uint64_t now = rte_get_tsc_cycles();
-    if (auto mac = dev.arp->lookup(pending.ip, now)) {
+    if (auto mac = neighbour_lookup(dev, pending.peer, now)) {
         return *mac;
     }
-    ArpFrame frame;
-    switch (dev.arp->request(pending.ip, now, frame)) {
-    case ArpRequestResult::send:
-        send_control_frame(dev, frame.view(), dev.control_counters);
-        ++dev.control_counters.arp_requests_sent;
+    switch (neighbour_request(dev, pending.peer, now, dev.control_counters)) {
+    case NeighbourRequestResult::send:
+    case NeighbourRequestResult::pending:
+    case NeighbourRequestResult::already_known:
         break;
-    case ArpRequestResult::pending:
-    case ArpRequestResult::already_known:
-        break;
-    case ArpRequestResult::no_resources:
-        return Error(StatusCode::no_resources, "too many ARP resolutions in flight");
-    case ArpRequestResult::invalid_target:
-        return Error(StatusCode::invalid_parameter,
-                     "the destination GID is not a unicast IPv4 peer address");
+    case NeighbourRequestResult::no_resources:
+        return Error(StatusCode::no_resources, "too many address resolutions in flight");
+    case NeighbourRequestResult::invalid_target:
+        return Error(StatusCode::invalid_parameter, invalid_target_reason(pending.peer));
     }
-    dev.groups[0]->arp_due = 0; // its retries are group 0's timers from now on (under the hold)
+    dev.groups[0]->neighbour_due =
+        0; // its retries are group 0's timers from now on (under the hold)
     dev.pending_resolutions.push_back(pending);
-    return pending_resolution("");
+    return pending_resolution(dev, "");
 }
 
 namespace {
 
-// What waited on ARP finishes: with the MAC, or failed with `code` and `why`.
+// What waited on the resolver finishes: with the MAC, or failed with `code` and `why`.
 void finish(SwroceDevice& dev, PendingResolution& pending, std::optional<MacAddress> mac,
             StatusCode code, const std::string& why) {
     Device& device = *rdma::driver::device(dev.id);
@@ -102,7 +115,7 @@ void finish(SwroceDevice& dev, PendingResolution& pending, std::optional<MacAddr
     }
 }
 
-// The request whose resolve_arp could not start a resolution: only that one (another for the
+// The request whose resolve_neighbour could not start a resolution: only that one (another for the
 // same peer may have started its own since).
 void fail_request(SwroceDevice& dev, const ControlToken& token, StatusCode code, const char* why) {
     for (PendingResolution& pending : take_pending(dev, [&token](const PendingResolution& p) {
@@ -112,17 +125,17 @@ void fail_request(SwroceDevice& dev, const ControlToken& token, StatusCode code,
     }
 }
 
-void finish_all(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> mac) {
+void finish_all(SwroceDevice& dev, const rdma::Gid& peer, std::optional<MacAddress> mac) {
     std::string why;
     if (!mac) {
-        char text[16] = {};
-        std::snprintf(text, sizeof(text), "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 0xff,
-                      (ip >> 8) & 0xff, ip & 0xff);
-        why = strformat("no ARP reply from %s after %u requests: is the peer up on this link?",
-                        text, dev.arp->config().max_tries);
+        const std::string protocol(resolution_protocol(dev));
+        why = strformat("no %s reply from %s after %u requests: is the peer up on this link?",
+                        protocol.c_str(),
+                        IpAddress{peer.raw, peer.is_ipv4_mapped()}.to_string().c_str(),
+                        neighbour_max_tries(dev));
     }
     for (PendingResolution& pending :
-         take_pending(dev, [ip](const PendingResolution& p) { return p.ip == ip; })) {
+         take_pending(dev, [&peer](const PendingResolution& p) { return p.peer == peer; })) {
         finish(dev, pending, mac, StatusCode::not_connected, why);
     }
 }
@@ -130,29 +143,29 @@ void finish_all(SwroceDevice& dev, std::uint32_t ip, std::optional<MacAddress> m
 } // namespace
 
 void resolution_started(SwroceDevice& dev, const GroupRequest& request) {
-    switch (request.arp_result) {
-    case ArpRequestResult::send:
-    case ArpRequestResult::pending:
-        return; // the outcome comes through arp_outcomes
-    case ArpRequestResult::already_known:
-        finish_all(dev, request.arp_ip, request.arp_mac);
+    switch (request.neighbour_result) {
+    case NeighbourRequestResult::send:
+    case NeighbourRequestResult::pending:
+        return; // the outcome comes through neighbour_outcomes
+    case NeighbourRequestResult::already_known:
+        finish_all(dev, request.neighbour, request.neighbour_mac);
         return;
-    case ArpRequestResult::no_resources:
+    case NeighbourRequestResult::no_resources:
         fail_request(dev, request.token, StatusCode::no_resources,
-                     "too many ARP resolutions in flight");
+                     "too many address resolutions in flight");
         return;
-    case ArpRequestResult::invalid_target:
+    case NeighbourRequestResult::invalid_target:
         fail_request(dev, request.token, StatusCode::invalid_parameter,
-                     "the destination GID is not a unicast IPv4 peer address");
+                     invalid_target_reason(request.neighbour));
         return;
     }
 }
 
-void finish_arp_outcomes(SwroceDevice& dev) {
-    while (!dev.arp_outcomes.empty()) {
-        const ArpOutcome outcome = dev.arp_outcomes.front();
-        dev.arp_outcomes.pop();
-        finish_all(dev, outcome.ip, outcome.mac);
+void finish_neighbour_outcomes(SwroceDevice& dev) {
+    while (!dev.neighbour_outcomes.empty()) {
+        const NeighbourOutcome outcome = dev.neighbour_outcomes.front();
+        dev.neighbour_outcomes.pop();
+        finish_all(dev, outcome.peer, outcome.mac);
     }
 }
 

@@ -228,13 +228,11 @@ Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, rdma::Qp
     auto& qp = *static_cast<SwroceQp*>(queue);
     const bool to_rtr = mask.has(rdma::qp_attr_state) && attr.state == rdma::QpState::rtr;
     if (to_rtr && !attr.dest_mac && qp.type == rdma::QpType::rc) {
-        if (!attr.dest_gid.is_ipv4_mapped() || !dev.arp) {
-            return Error(StatusCode::not_supported,
-                         "swroce resolves IPv4 peers with ARP; give dest_mac for an IPv6 peer");
+        if (!resolves(dev, attr.dest_gid)) {
+            return unresolvable_peer(dev, attr.dest_gid);
         }
-        const std::uint32_t ip = attr.dest_gid.ipv4_host_order();
-        Result<MacAddress> mac =
-            resolve_peer(dev, PendingResolution{&qp, token, ip, QpModify{&attr, mask, {}}});
+        Result<MacAddress> mac = resolve_peer(
+            dev, PendingResolution{&qp, token, attr.dest_gid, QpModify{&attr, mask, {}}});
         if (!mac) {
             return mac.error();
         }

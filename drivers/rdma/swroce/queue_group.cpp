@@ -14,9 +14,9 @@ namespace prdma::swroce {
 
 namespace {
 
-// The rx burst, and the frames other groups received for our QPs (and, on group 0, possible ARP).
-// The group's parsed-frame scratch serves every frame, the next frame's headers are fetched while
-// this one is handled, and what is done with goes back to the pool in one call.
+// The rx burst, and the frames other groups received for our QPs (and, on group 0, possible ARP or
+// ND). The group's parsed-frame scratch serves every frame, the next frame's headers are fetched
+// while this one is handled, and what is done with goes back to the pool in one call.
 void receive(SwroceDevice& dev, unsigned group, RxBurst& burst, std::uint64_t now) noexcept {
     QueueGroupState& state = *dev.groups[group];
     std::uint16_t received = burst.count;
@@ -45,11 +45,14 @@ void receive(SwroceDevice& dev, unsigned group, RxBurst& burst, std::uint64_t no
         const std::span<const std::uint8_t> bytes(
             rte_pktmbuf_mtod(burst.mbufs[i], const std::uint8_t*),
             rte_pktmbuf_data_len(burst.mbufs[i]));
-        const bool arp =
-            group == 0 && is_arp_frame(bytes) && handle_arp_frame(dev, bytes, now, state.counters);
+        const bool neighbour = group == 0 && is_neighbour_frame(bytes) &&
+                               handle_neighbour_frame(dev, bytes, now, state.counters);
+        if (neighbour) {
+            capture_frames(dev, group, &burst.mbufs[i], 1, false);
+        }
         // handle_frame keeps the mbuf only if it hands it on again, which a frame for one of our
         // QPs never needs.
-        if (arp || !handle_frame(dev, group, burst.mbufs[i], now, true, frame)) {
+        if (neighbour || !handle_frame(dev, group, burst.mbufs[i], now, true, frame)) {
             done[freed++] = burst.mbufs[i];
         }
     }
@@ -64,15 +67,14 @@ void receive(SwroceDevice& dev, unsigned group, RxBurst& burst, std::uint64_t no
 // rdtsc costs ~12 ns on a VM, as much as the poll itself. Timers are looked at on every
 // `idle_timer_polls`th empty poll, microseconds apart, against deadlines of milliseconds.
 constexpr std::uint32_t idle_timer_polls = 16;
-// ARP retries are 200 ms apart (ArpResolverConfig): a millisecond late is nothing to them.
-constexpr std::uint64_t arp_polls_per_second = 1000;
 
 bool nothing_to_do(SwroceDevice& dev, unsigned group, const RxBurst& burst) noexcept {
     QueueGroupState& state = *dev.groups[group];
     // A resolution in flight keeps ARP's timers on the clock at every poll: the control path may
     // be the only one polling, and rarely.
     if (burst.count != 0 || state.tx_backlog_count != 0 || state.work_left ||
-        state.arp_due != no_arp_due || state.rx_faults.active() || state.tx_faults.active() ||
+        state.neighbour_due != no_neighbour_due || state.rx_faults.active() ||
+        state.tx_faults.active() ||
         (dev.groups.size() > 1 && rte_ring_count(state.handover) != 0)) {
         state.idle_polls = 0;
         return false;
@@ -228,13 +230,11 @@ std::uint16_t progress_group(SwroceDevice& dev, unsigned group) noexcept {
     const std::uint64_t now = rte_get_tsc_cycles(); // the one clock read of this progress
     receive(dev, group, burst, now);
     QueueGroupState& state = *dev.groups[group];
-    // ARP's timers belong with its frames, to whoever drives group 0 now (a poller, the service, a
-    // claiming poll or the control path): a resolution retries and gives up whoever that is.
-    if (PRDMA_UNLIKELY(now >= state.arp_due)) {
-        poll_arp(dev, now);
-        state.arp_due = dev.arp->pending_count() == 0
-                            ? no_arp_due
-                            : now + dev.arp->config().tsc_hz / arp_polls_per_second;
+    // The resolver's timers belong with its frames, to whoever drives group 0 now (a poller, the
+    // service, a claiming poll or the control path): a resolution retries and gives up whoever
+    // that is.
+    if (PRDMA_UNLIKELY(now >= state.neighbour_due)) {
+        state.neighbour_due = poll_neighbours(dev, now);
     }
     // Frames the port refused last time go first; while any wait, make no new ones. Timers run
     // regardless: a peer that stopped taking frames is a peer that stopped answering, and its

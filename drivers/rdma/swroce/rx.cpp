@@ -36,8 +36,11 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
                                               rte_pktmbuf_data_len(mbuf));
     if (!handed_over) {
         ++counters.rx_packets;
-        // ARP belongs to group 0 (the resolver is one per device); elsewhere it is handed over.
-        if (group == 0 && is_arp_frame(bytes) && handle_arp_frame(dev, bytes, now, counters)) {
+        // ARP and ND belong to group 0 (the resolver is one per device); elsewhere they are
+        // handed over.
+        if (group == 0 && is_neighbour_frame(bytes) &&
+            handle_neighbour_frame(dev, bytes, now, counters)) {
+            capture_frames(dev, group, &mbuf, 1, false);
             return false;
         }
     }
@@ -47,10 +50,12 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
     options.verify_ipv4_checksum = !handed_over;
     options.transport_fields_only = true; // the roles read no Ethernet or UDP field
     if (roce::parse_roce_frame(bytes, frame, options) != roce::ParseError::ok) {
-        if (frame.error == roce::ParseError::not_ip && group != 0 &&
-            dev.groups[0]->handover != nullptr &&
+        const bool maybe_neighbour =
+            frame.error == roce::ParseError::not_ip ||
+            (frame.error == roce::ParseError::not_udp && is_icmpv6_frame(bytes));
+        if (maybe_neighbour && group != 0 && dev.groups[0]->handover != nullptr &&
             rte_ring_enqueue(dev.groups[0]->handover, mbuf) == 0) {
-            return true; // possibly ARP: group 0 decides
+            return true; // possibly ARP or ND: group 0 decides
         }
         ++counters.rx_bad_frame;
         counters.rx_bad_icrc += frame.error == roce::ParseError::bad_icrc ? 1 : 0;

@@ -77,7 +77,7 @@ void control_progress(Device& device) {
             (void)progress_group(dev, group);
         }
     }
-    finish_arp_outcomes(dev);
+    finish_neighbour_outcomes(dev);
     // Destroys wait until their queued work is flushed to the CQs; the flush happens here, on the
     // caller's poll, so the completions are visible before the destroy completes. A group claimed
     // by a thread since the destroy began gets it done by its owner instead.

@@ -1,7 +1,7 @@
 // swroce's control path, split by object as rxe splits rxe_qp.c and rxe_cq.c: CQs
 // (cq_control.cpp), QPs (qp_control.cpp), the requests a queue group's owner runs
-// (owner_mailbox.cpp), ARP's side of the device (arp.cpp), peers' MACs (peer_resolution.cpp),
-// address handles (address_handle.cpp), statistics and telemetry
+// (owner_mailbox.cpp), neighbour resolution's side of the device (neighbour.cpp), peers' MACs
+// (peer_resolution.cpp), address handles (address_handle.cpp), statistics and telemetry
 // (statistics.cpp), and the device's ops table with memory and control progress
 // (swroce_control.cpp). What one file calls in another is declared here; the driver's other files
 // see only engine.hpp and swroce_device.hpp.
@@ -28,12 +28,23 @@ inline SwroceDevice& swroce(Device& device) {
     return *static_cast<SwroceDevice*>(device.driver_private());
 }
 
-// ---- ARP (arp.cpp)
+// ---- neighbours: ARP or neighbour discovery (neighbour.cpp), run under group 0's hold
 
 void send_control_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
                         SwroceCounters& counters);
-// GroupWork::resolve_arp, run by group 0's holder: the MAC from the table, or a request on the
-// wire (or the one in flight) whose outcome reaches the control path through arp_outcomes.
+// The device has a resolver for the peer's family (ARP for IPv4-mapped GIDs, ND for IPv6).
+bool resolves(const SwroceDevice& dev, const rdma::Gid& peer) noexcept;
+std::string_view resolution_protocol(const SwroceDevice& dev) noexcept;
+std::optional<MacAddress> neighbour_lookup(const SwroceDevice& dev, const rdma::Gid& peer,
+                                           std::uint64_t now) noexcept;
+// Asks the resolver for `peer`, and sends the request it makes.
+NeighbourRequestResult neighbour_request(SwroceDevice& dev, const rdma::Gid& peer,
+                                         std::uint64_t now, SwroceCounters& counters) noexcept;
+std::size_t neighbour_pending_count(const SwroceDevice& dev) noexcept;
+unsigned neighbour_max_tries(const SwroceDevice& dev) noexcept;
+// GroupWork::resolve_neighbour, run by group 0's holder: the MAC from the table, or a request on
+// the wire (or the one in flight) whose outcome reaches the control path through
+// neighbour_outcomes.
 void start_resolution(SwroceDevice& dev, GroupRequest& request) noexcept;
 
 // ---- the owner mailbox (owner_mailbox.cpp)
@@ -75,16 +86,18 @@ Status apply_or_send_modify(SwroceDevice& dev, SwroceQp& qp, const QpModify& mod
 
 // ---- peers' MACs (peer_resolution.cpp)
 
-// The MAC of IPv4 peer `pending.ip`: known now, or pending (`pending` waits in
-// pending_resolutions and finishes when ARP answers or gives up), or why it cannot be asked for.
+// The MAC of peer `pending.peer`: known now, or pending (`pending` waits in pending_resolutions
+// and finishes when the resolver answers or gives up), or why it cannot be asked for.
 Result<MacAddress> resolve_peer(SwroceDevice& dev, const PendingResolution& pending);
+// Why a peer of the other IP family than the device's cannot be resolved.
+Error unresolvable_peer(const SwroceDevice& dev, const rdma::Gid& peer);
 // Takes the waiting requests `match` selects out of the device's list, in their order.
 std::vector<PendingResolution>
 take_pending(SwroceDevice& dev, const std::function<bool(const PendingResolution&)>& match);
-// Finishes what waits on the ARP outcomes group 0's holder recorded (control path).
-void finish_arp_outcomes(SwroceDevice& dev);
-// A resolve_arp request back from group 0's owner: what waits on its address finishes now when
-// it found the MAC or could not start, else when the outcome comes (control path).
+// Finishes what waits on the outcomes group 0's holder recorded (control path).
+void finish_neighbour_outcomes(SwroceDevice& dev);
+// A resolve_neighbour request back from group 0's owner: what waits on its address finishes now
+// when it found the MAC or could not start, else when the outcome comes (control path).
 void resolution_started(SwroceDevice& dev, const GroupRequest& request);
 
 // ---- address handles (address_handle.cpp)

@@ -25,6 +25,7 @@ struct rte_pcapng;
 #include "counters.hpp"
 #include "devargs.hpp"
 #include "fault_injection.hpp"
+#include "neighbour_discovery.hpp"
 #include "port.hpp"
 #include "qp.hpp"
 #include "shared_receive_queue.hpp"
@@ -41,18 +42,18 @@ struct QpModify {
 
 struct SwroceAh;
 
-// What waits for ARP to answer for `ip`: a QP's RTR (`qp` and its modify) or an address handle's
-// creation (`ah`).
+// What waits for the peer's MAC (ARP or neighbour discovery answering for `peer`): a QP's RTR (`qp`
+// and its modify) or an address handle's creation (`ah`).
 struct PendingResolution {
     SwroceQp* qp = nullptr;
     rdma::driver::ControlToken token;
-    std::uint32_t ip = 0;
+    rdma::Gid peer{};
     QpModify modify;
     SwroceAh* ah = nullptr;
 };
 
-struct ArpOutcome {
-    std::uint32_t ip = 0;
+struct NeighbourOutcome {
+    rdma::Gid peer{};
     std::optional<MacAddress> mac; // none: the resolution failed
 };
 
@@ -74,9 +75,10 @@ enum class GroupWork : std::uint8_t {
     modify_qp,  // the owner applies `modify` to `qp`
     destroy_qp, // the owner flushes `qp` and moves it out of its slot into `qp_storage`
     quiesce,    // nothing: coming back proves the owner finished the burst it was in (MR free)
-    // Group 0's owner (ARP is group 0's) looks `arp_ip` up, or starts its resolution, for an RTR
-    // without the peer's MAC; the RTR completes when the MAC is known (arp_mac, or an outcome).
-    resolve_arp,
+    // Group 0's owner (the resolver is group 0's) looks `neighbour` up, or starts its resolution,
+    // for an RTR or address handle without the peer's MAC; that completes when the MAC is known
+    // (neighbour_mac, or an outcome).
+    resolve_neighbour,
 };
 
 struct QuiesceWait;
@@ -90,9 +92,9 @@ struct GroupRequest {
     std::unique_ptr<SwroceQp> qp_storage;
     QpModify modify;
     QuiesceWait* wait = nullptr;
-    std::uint32_t arp_ip = 0;
-    std::optional<MacAddress> arp_mac;
-    ArpRequestResult arp_result = ArpRequestResult::pending;
+    rdma::Gid neighbour{};
+    std::optional<MacAddress> neighbour_mac;
+    NeighbourRequestResult neighbour_result = NeighbourRequestResult::pending;
 };
 
 // A deregistration waiting until every group another thread owns has passed a quiescent point.
@@ -102,9 +104,10 @@ struct QuiesceWait {
     unsigned outstanding = 0;     // requests sent and not back yet
 };
 
-inline constexpr unsigned control_ring_size = 256;             // per group
-inline constexpr unsigned event_ring_size = 512;               // per group
-inline constexpr std::uint64_t no_arp_due = ~std::uint64_t{0}; // QueueGroupState::arp_due
+inline constexpr unsigned control_ring_size = 256; // per group
+inline constexpr unsigned event_ring_size = 512;   // per group
+inline constexpr std::uint64_t no_neighbour_due =
+    ~std::uint64_t{0}; // QueueGroupState::neighbour_due
 
 // One queue group: one rx/tx queue pair of the port, polled by one thread (DESIGN "Fast path
 // rules"). Everything here is written by that thread only, except `owner`, claimed once.
@@ -135,9 +138,9 @@ struct QueueGroupState {
     // next one is not empty, whatever it receives.
     bool work_left = false;
     std::uint32_t idle_polls = 0; // empty polls in a row, for the timers' turn (queue_group.cpp)
-    // When ARP's timers (its retries and its giving up) are looked at next: group 0 only, while
-    // a resolution is in flight (whoever starts one sets it), never otherwise.
-    std::uint64_t arp_due = no_arp_due;
+    // When the resolver's timers (its retries and its giving up) are looked at next: group 0 only,
+    // while a resolution is in flight (whoever starts one sets it), never otherwise.
+    std::uint64_t neighbour_due = no_neighbour_due;
     // Where the next full scan starts serving QPs: the one the port stopped the last at.
     std::uint32_t serve_from = 0;
     // The QPs that may have frames to make (received a frame, were posted to, or had work left at
@@ -186,16 +189,18 @@ struct SwroceDevice {
     std::string name;
     SwroceDevargs args;
     SwrocePort port;
+    // The peers' MACs: ARP on an IPv4 device, neighbour discovery on an IPv6 one (one of them).
     std::unique_ptr<ArpResolver> arp;
+    std::unique_ptr<NdResolver> nd;
     // Resolutions the resolver finished (a MAC, or none after the last try), from whoever drives
-    // queue group 0 (ARP frames are group 0's, and so are its retries and its giving up) to the
-    // control path, which finishes the RTRs waiting on them (finish_arp_outcomes):
+    // queue group 0 (ARP and ND frames are group 0's, and so are retries and giving up) to the
+    // control path, which finishes the RTRs waiting on them (finish_neighbour_outcomes):
     // a pending RTR is the control path's, and only it may act for it. One producer at a time
     // (group 0's holder), one consumer; never full: it holds at most the outcomes of the
     // resolutions in flight when the control path last took them (max_pending; modify_qp takes
-    // them under group 0's hold before it starts one) and of those resolve_arp requests started
-    // since on group 0's owner (no more than can be out: control_done's capacity).
-    WorkRing<ArpOutcome> arp_outcomes;
+    // them under group 0's hold before it starts one) and of those resolve_neighbour requests
+    // started since on group 0's owner (no more than can be out: control_done's capacity).
+    WorkRing<NeighbourOutcome> neighbour_outcomes;
     rdma::Gid gid{};
     rdma::Mtu path_mtu = rdma::Mtu::mtu_1024;
     std::uint64_t tsc_hz = 0;
@@ -347,9 +352,13 @@ Status open_capture(SwroceDevice& dev);
 void capture_frames(SwroceDevice& dev, unsigned group, rte_mbuf* const* mbufs, std::uint16_t count,
                     bool transmitted) noexcept;
 
-// ARP on the data path (swroce_control.cpp): answers requests for our address and finishes
-// pending RTRs; returns false for a frame that is not ARP.
-bool handle_arp_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame, std::uint64_t now,
-                      SwroceCounters& counters) noexcept;
+// ARP and neighbour discovery on the data path (neighbour.cpp): answers requests for our address
+// and records resolutions; false for a frame that is neither (it is then looked at as RoCE).
+bool handle_neighbour_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
+                            std::uint64_t now, SwroceCounters& counters) noexcept;
+// A few byte compares: RoCE frames skip the resolvers.
+inline bool is_neighbour_frame(std::span<const std::uint8_t> frame) noexcept {
+    return is_arp_frame(frame) || is_icmpv6_frame(frame);
+}
 
 } // namespace prdma::swroce

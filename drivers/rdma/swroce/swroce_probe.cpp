@@ -73,6 +73,43 @@ std::map<std::string, rdma::DeviceId>& probed() {
     return devices;
 }
 
+template <class Resolver, class Config>
+Status install(std::unique_ptr<Resolver>& slot, SwroceDevice& dev, Config config) {
+    config.mac = dev.port.mac();
+    config.tsc_hz = dev.tsc_hz;
+    auto resolver = Resolver::create(config);
+    if (!resolver) {
+        return resolver.error();
+    }
+    slot = std::make_unique<Resolver>(std::move(resolver.value()));
+    return {};
+}
+
+// The device's neighbour resolver: ARP for an IPv4 address, neighbour discovery for an IPv6 one;
+// RTRs and address handles without the peer's MAC wait on it.
+int make_resolver(SwroceDevice& dev, const char* name) {
+    Status made;
+    std::size_t max_pending = 0;
+    if (dev.args.ip.is_v4) {
+        ArpResolverConfig arp;
+        arp.ip = dev.args.ip.ipv4_host_order();
+        made = install(dev.arp, dev, arp);
+        max_pending = arp.max_pending;
+    } else {
+        NdResolverConfig nd;
+        nd.ip = dev.args.ip.bytes;
+        made = install(dev.nd, dev, nd);
+        max_pending = nd.max_pending;
+    }
+    if (!made.ok()) {
+        rdma::driver::report_probe_error(name, made.error());
+        return -EINVAL;
+    }
+    dev.neighbour_outcomes = WorkRing<NeighbourOutcome>(static_cast<std::uint32_t>(max_pending) +
+                                                        rte_ring_get_capacity(dev.control_done));
+    return 0;
+}
+
 int probe(rte_device* dpdk_device, const char* name, const char* args) {
     auto parsed = parse_devargs(args);
     if (!parsed) {
@@ -171,22 +208,8 @@ int probe(rte_device* dpdk_device, const char* name, const char* args) {
     }
     // Events report changes from here on: a context opened later sees the state in query_port.
     dev->link_was_up = dev->port.link_up();
-    // IPv4 peers are resolved with ARP; an IPv6 device has no resolver (no neighbour discovery
-    // yet), so its QPs need dest_mac at RTR.
-    if (dev->args.ip.is_v4) {
-        ArpResolverConfig arp;
-        arp.mac = dev->port.mac();
-        arp.ip = dev->args.ip.ipv4_host_order();
-        arp.tsc_hz = dev->tsc_hz;
-        auto resolver = ArpResolver::create(arp);
-        if (!resolver) {
-            rdma::driver::report_probe_error(name, resolver.error());
-            return -EINVAL;
-        }
-        dev->arp = std::make_unique<ArpResolver>(std::move(resolver.value()));
-        dev->arp_outcomes =
-            WorkRing<ArpOutcome>(static_cast<std::uint32_t>(dev->arp->config().max_pending) +
-                                 rte_ring_get_capacity(dev->control_done));
+    if (const int failed = make_resolver(*dev, name); failed != 0) {
+        return failed;
     }
 
     rdma::driver::DeviceConfig config;

@@ -213,4 +213,12 @@ FrameHeaders frame_headers_of(const ParsedFrame& parsed) noexcept;
 // so it is written last, over the finished datagram: call after finalize_frame on an IPv6 frame.
 bool set_ipv6_udp_checksum(std::span<std::uint8_t> frame, const FrameLayout& layout) noexcept;
 
+// RFC 8200 8.1: the one's-complement checksum of an upper-layer message (UDP, ICMPv6) carried
+// behind `ipv6_header`, with its pseudo-header (the header's addresses, the message's length,
+// `next_header`). Over a message whose checksum field is zero it is the value to store; over a
+// received message it is 0 when the message verifies.
+std::uint16_t ipv6_upper_layer_checksum(const std::uint8_t* ipv6_header,
+                                        std::span<const std::uint8_t> message,
+                                        std::uint8_t next_header) noexcept;
+
 } // namespace prdma::roce

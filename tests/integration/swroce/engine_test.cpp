@@ -190,6 +190,47 @@ protected:
         ASSERT_TRUE(status.ok()) << status.error().to_string();
     }
 
+    // Connects `qp` to `peer_qp` at `gid` with no MAC, so the device resolves it. connect() goes a
+    // step at a time while a step pends; both control paths are polled (they drive the devices
+    // here), so the peer answers the request.
+    std::string connect_without_mac(Side& side, QueuePair& qp, const QueuePair& peer_qp,
+                                    const Gid& gid, std::uint64_t id) {
+        ConnectionDescriptor peer;
+        peer.qpn = peer_qp.qpn();
+        peer.psn = 1000;
+        peer.gid = gid; // no MAC
+        ConnectOptions options;
+        options.sq_psn = 1000;
+        options.max_rd_atomic = 4;
+        options.max_dest_rd_atomic = 4;
+        for (int step = 0; step < 4; ++step) {
+            const Status started = qp.connect(peer, options, id + step);
+            if (started.code() != StatusCode::pending) {
+                return started.ok() ? "done" : started.error().to_string();
+            }
+            ControlCompletion done[8];
+            std::optional<ControlCompletion> finished;
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+            while (!finished && std::chrono::steady_clock::now() < deadline) {
+                Side& other = &side == a_.get() ? *b_ : *a_;
+                (void)other.context.poll_control(done);
+                const std::size_t n = side.context.poll_control(done);
+                for (std::size_t k = 0; k < n; ++k) {
+                    if (done[k].request_id == id + step) {
+                        finished = done[k];
+                    }
+                }
+            }
+            if (!finished) {
+                return "still pending after 5 s";
+            }
+            if (finished->status != StatusCode::ok) {
+                return finished->message;
+            }
+        }
+        return "not connected after 4 steps";
+    }
+
     // Polls both sides (each drives its own device) until `side` has `count` completions or a few
     // seconds pass; what the other side completes meanwhile is kept for its own wait().
     std::vector<WorkCompletion> wait(Side& side, std::size_t count,
@@ -1387,6 +1428,92 @@ TEST_F(Ipv6EngineTest, SendWriteAndReadOverIpv6) {
     EXPECT_EQ(std::memcmp(a_->data() + 16384, a_->data(), 5000), 0);
 }
 
+// Without the peer's MAC, an IPv6 RTR asks neighbour discovery (a solicitation to the peer's
+// solicited-node group, answered by its advertisement), as an IPv4 one asks ARP; both sides
+// learn, and the next RTR to the same peer is answered from the table.
+TEST_F(Ipv6EngineTest, AnRtrWithoutAMacIsResolvedByNeighbourDiscovery) {
+    QueuePair qp_a = make_qp(*a_);
+    QueuePair qp_b = make_qp(*b_);
+    ASSERT_EQ(connect_without_mac(*a_, qp_a, qp_b, pair_->gid_b(), 40), "done");
+    EXPECT_GE(counter(*a_, "nd_solicitations_sent"), 1U);
+    EXPECT_GE(counter(*a_, "nd_resolved"), 1U);
+    EXPECT_GE(counter(*b_, "nd_advertisements_sent"), 1U);
+    EXPECT_EQ(counter(*a_, "arp_requests_sent"), 0U);
+    // b learned a's MAC from the solicitation: its own RTR asks nobody.
+    ASSERT_EQ(connect_without_mac(*b_, qp_b, qp_a, pair_->gid_a(), 50), "done");
+    EXPECT_EQ(counter(*b_, "nd_solicitations_sent"), 0U);
+    EXPECT_EQ(qp_a.state(), QpState::rts);
+    EXPECT_EQ(qp_b.state(), QpState::rts);
+
+    // The MAC found is the one traffic goes to: a WRITE lands and completes.
+    fill(*a_, 0, 4096, 23);
+    SendWr write = send_wr(*a_, WrOpcode::rdma_write, 0, 3000);
+    write.rdma.remote_addr = b_->addr() + 8192;
+    write.rdma.rkey = b_->mr.rkey();
+    ASSERT_EQ(post_send(qp_a, {&write, 1}), 1);
+    const auto done = wait(*a_, 1);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::success) << wc_status_name(done[0].status);
+    EXPECT_EQ(std::memcmp(b_->data() + 8192, a_->data(), 3000), 0);
+
+    const std::uint64_t asked = counter(*a_, "nd_solicitations_sent");
+    QueuePair again = make_qp(*a_);
+    EXPECT_EQ(connect_without_mac(*a_, again, qp_b, pair_->gid_b(), 60), "done")
+        << "a known neighbour answers at once";
+    EXPECT_EQ(counter(*a_, "nd_solicitations_sent"), asked);
+}
+
+// Nobody owns the address: five solicitations 200 ms apart, then the RTR fails saying so.
+TEST_F(Ipv6EngineTest, AnUnansweredSolicitationFailsTheRtr) {
+    QueuePair qp = make_qp(*b_);
+    ConnectionDescriptor nobody;
+    nobody.qpn = 0x123;
+    nobody.psn = 1;
+    nobody.gid.raw = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x99};
+    ConnectOptions options;
+    options.until = QpState::rtr;
+    ASSERT_EQ(qp.connect(nobody, options, 7).code(), StatusCode::pending);
+    ControlCompletion done[8];
+    std::optional<ControlCompletion> rtr;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!rtr && std::chrono::steady_clock::now() < deadline) {
+        (void)a_->context.poll_control(done);
+        const std::size_t n = b_->context.poll_control(done);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (done[i].request_id == 7) {
+                rtr = done[i];
+            }
+        }
+    }
+    ASSERT_TRUE(rtr.has_value()) << "the RTR is still waiting after 5 s";
+    EXPECT_EQ(rtr->status, StatusCode::not_connected);
+    EXPECT_NE(rtr->message.find("no neighbour discovery reply from fd00::99 after 5 requests"),
+              std::string::npos)
+        << rtr->message;
+    EXPECT_EQ(counter(*b_, "nd_solicitations_sent"), 5U);
+    EXPECT_EQ(counter(*b_, "nd_failed"), 1U);
+    // a saw five solicitations for someone else's address: nothing answered, nothing learned.
+    EXPECT_EQ(counter(*a_, "nd_advertisements_sent"), 0U);
+}
+
+// An IPv6 device resolves IPv6 peers only: an IPv4-mapped GID without a MAC is refused with the
+// reason, not sent into neighbour discovery.
+TEST_F(Ipv6EngineTest, AnIpv4PeerWithoutAMacIsRefusedByAnIpv6Device) {
+    QueuePair qp = make_qp(*b_);
+    ConnectionDescriptor peer;
+    peer.qpn = 0x123;
+    peer.psn = 1;
+    peer.gid = Gid::from_ipv4(0x0a000001);
+    ConnectOptions options;
+    options.until = QpState::rtr;
+    const Status status = qp.connect(peer, options);
+    ASSERT_FALSE(status.ok());
+    EXPECT_EQ(status.code(), StatusCode::not_supported);
+    EXPECT_NE(status.error().message().find("give dest_mac for the IPv4 peer 10.0.0.1"),
+              std::string::npos)
+        << status.error().message();
+}
+
 class Ipv6WireCaptureTest : public WireCaptureTest {
 protected:
     bool ipv6() const override { return true; }
@@ -1412,6 +1539,26 @@ TEST_F(Ipv6WireCaptureTest, Ipv6FramesCarryAValidUdpChecksum) {
     ASSERT_NE(checker, nullptr);
     const std::string command =
         std::string(checker) + " --min-frames 4 " + capture_path() + " --udp-checksum";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+}
+
+// The solicitation a sends and the advertisement b answers with are what tshark expects of ND:
+// valid ICMPv6 checksums, hop limit 255, between the RoCE frames that follow.
+TEST_F(Ipv6WireCaptureTest, NeighbourDiscoveryFramesDecodeWithValidChecksums) {
+    QueuePair qp_a = make_qp(*a_);
+    QueuePair qp_b = make_qp(*b_);
+    ASSERT_EQ(connect_without_mac(*a_, qp_a, qp_b, pair_->gid_b(), 70), "done");
+    ASSERT_EQ(connect_without_mac(*b_, qp_b, qp_a, pair_->gid_a(), 80), "done");
+    fill(*a_, 0, 4096, 9);
+    SendWr write = send_wr(*a_, WrOpcode::rdma_write, 0, 2500);
+    write.rdma.remote_addr = b_->addr();
+    write.rdma.rkey = b_->mr.rkey();
+    ASSERT_EQ(post_send(qp_a, {&write, 1}), 1);
+    ASSERT_EQ(wait(*a_, 1).size(), 1U);
+    const char* checker = std::getenv("PRDMA_CHECK_INFINIBAND");
+    ASSERT_NE(checker, nullptr);
+    const std::string command = std::string(checker) + " --min-frames 6 " + capture_path() +
+                                " --udp-checksum --neighbour-discovery 2";
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
 }
 
@@ -3041,6 +3188,48 @@ protected:
     QueuePair ud_a_;
     QueuePair ud_b_;
     AddressHandle ah_to_b_;
+
+    // An AH to b at its GID alone: busy without a request id, pending with one until the
+    // resolver finds b's MAC, then ready; a datagram sent through it arrives.
+    void create_ah_without_a_mac() {
+        AhAttr attr;
+        attr.dest_gid = pair_->gid_b();
+        const Context::Resources before = a_->context.resources();
+        EXPECT_EQ(a_->pd.create_ah(attr).code(), StatusCode::busy);
+        EXPECT_EQ(a_->context.resources().ahs, before.ahs) << "nothing kept of a busy creation";
+        auto ah = a_->pd.create_ah(attr, 31);
+        ASSERT_TRUE(ah.ok()) << ah.error().to_string();
+        AddressHandle resolved = std::move(ah.value());
+        EXPECT_FALSE(resolved.ready()) << "nobody has asked for b's MAC before";
+        EXPECT_EQ(resolved.wr_handle(), nullptr) << "not usable while it pends";
+        ControlCompletion done[8];
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        std::optional<ControlCompletion> created;
+        while (!resolved.ready() && !created && std::chrono::steady_clock::now() < deadline) {
+            (void)b_->context.poll_control(done); // b answers the ARP request
+            const std::size_t n = a_->context.poll_control(done);
+            for (std::size_t i = 0; i < n; ++i) {
+                if (done[i].request_id == 31) {
+                    created = done[i];
+                }
+            }
+        }
+        if (created) {
+            EXPECT_EQ(created->op, ControlOp::create_ah);
+            EXPECT_EQ(created->status, StatusCode::ok) << created->message;
+        }
+        ASSERT_TRUE(resolved.ready());
+        EXPECT_EQ(a_->context.resources().ahs, before.ahs + 1);
+        auto again = a_->pd.create_ah(attr);
+        ASSERT_TRUE(again.ok()) << "the MAC is known now: " << again.error().to_string();
+        EXPECT_TRUE(again.value().ready());
+        post_ud_receive(5, 0, 256);
+        SendWr wr = ud_send_wr(5, {a_->addr(), 8, a_->mr.lkey()}, resolved, ud_b_.qpn(), kUdQkey);
+        ASSERT_EQ(post_send(ud_a_, {&wr, 1}), 1);
+        const auto got = wait(*b_, 1);
+        ASSERT_EQ(got.size(), 1U);
+        EXPECT_EQ(got[0].status, WcStatus::success);
+    }
 };
 
 // What ibv_ud_pingpong reads: the payload 40 bytes into the receive, behind a GRH whose last 20
@@ -3262,43 +3451,20 @@ TEST_F(UdEngineTest, AnAhServesItsOwnPdAndMayGoOnceThePostReturns) {
 // Without a request id the caller cannot wait: busy, with the resolution started for its next
 // call. With one the creation pends until ARP answers.
 TEST_F(UdEngineTest, AnAhWithoutAMacIsResolvedWithArp) {
-    AhAttr attr;
-    attr.dest_gid = pair_->gid_b();
-    const Context::Resources before = a_->context.resources();
-    EXPECT_EQ(a_->pd.create_ah(attr).code(), StatusCode::busy);
-    EXPECT_EQ(a_->context.resources().ahs, before.ahs) << "nothing kept of a busy creation";
-    auto ah = a_->pd.create_ah(attr, 31);
-    ASSERT_TRUE(ah.ok()) << ah.error().to_string();
-    AddressHandle resolved = std::move(ah.value());
-    EXPECT_FALSE(resolved.ready()) << "nobody has asked for b's MAC before";
-    EXPECT_EQ(resolved.wr_handle(), nullptr) << "not usable while it pends";
-    ControlCompletion done[8];
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    std::optional<ControlCompletion> created;
-    while (!resolved.ready() && !created && std::chrono::steady_clock::now() < deadline) {
-        (void)b_->context.poll_control(done); // b answers the ARP request
-        const std::size_t n = a_->context.poll_control(done);
-        for (std::size_t i = 0; i < n; ++i) {
-            if (done[i].request_id == 31) {
-                created = done[i];
-            }
-        }
-    }
-    if (created) {
-        EXPECT_EQ(created->op, ControlOp::create_ah);
-        EXPECT_EQ(created->status, StatusCode::ok) << created->message;
-    }
-    ASSERT_TRUE(resolved.ready());
-    EXPECT_EQ(a_->context.resources().ahs, before.ahs + 1);
-    auto again = a_->pd.create_ah(attr);
-    ASSERT_TRUE(again.ok()) << "the MAC is known now: " << again.error().to_string();
-    EXPECT_TRUE(again.value().ready());
-    post_ud_receive(5, 0, 256);
-    SendWr wr = ud_send_wr(5, {a_->addr(), 8, a_->mr.lkey()}, resolved, ud_b_.qpn(), kUdQkey);
-    ASSERT_EQ(post_send(ud_a_, {&wr, 1}), 1);
-    const auto got = wait(*b_, 1);
-    ASSERT_EQ(got.size(), 1U);
-    EXPECT_EQ(got[0].status, WcStatus::success);
+    create_ah_without_a_mac();
+    EXPECT_GE(counter(*a_, "arp_requests_sent"), 1U);
+}
+
+// The same on IPv6 devices: neighbour discovery finds b's MAC.
+class Ipv6UdQpTest : public UdEngineTest {
+protected:
+    bool ipv6() const override { return true; }
+};
+
+TEST_F(Ipv6UdQpTest, AnAhWithoutAMacIsResolvedWithNeighbourDiscovery) {
+    create_ah_without_a_mac();
+    EXPECT_GE(counter(*a_, "nd_solicitations_sent"), 1U);
+    EXPECT_GE(counter(*b_, "nd_advertisements_sent"), 1U);
 }
 
 TEST_F(UdEngineTest, AnAhToAnAddressOfTheOtherFamilyOrGidIndexIsRefused) {

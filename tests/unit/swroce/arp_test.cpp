@@ -455,7 +455,7 @@ TEST(ArpResolver, PendingLimit) {
     EXPECT_EQ(resolver.request(ip_b, 0, frame), ArpRequestResult::send);
     EXPECT_EQ(resolver.request(ip_c, 0, frame), ArpRequestResult::send);
     EXPECT_EQ(resolver.request(0x0a000004, 0, frame), ArpRequestResult::no_resources);
-    EXPECT_EQ(arp_request_result_name(ArpRequestResult::no_resources), "no_resources");
+    EXPECT_EQ(neighbour_request_result_name(ArpRequestResult::no_resources), "no_resources");
 }
 
 TEST(ArpResolver, ReplyResolvesPending) {

@@ -111,7 +111,7 @@ TEST_F(TxBacklog, RefusedFramesWaitInOrderAndOnlyThoseBeyondItsRoomAreLost) {
 TEST_F(TxBacklog, AnArpReplyThePortRefusesWaitsForTheNextProgress) {
     std::array<std::uint8_t, 60> request{};
     ASSERT_GT(build_arp_request(request, peer_mac, peer_ip, our_ip), 0U);
-    ASSERT_TRUE(handle_arp_frame(dev(), request, tsc(), group0().counters));
+    ASSERT_TRUE(handle_neighbour_frame(dev(), request, tsc(), group0().counters));
     EXPECT_EQ(group0().counters.tx_dropped, 0U);
     EXPECT_EQ(group0().counters.tx_deferred, 1U);
     EXPECT_EQ(group0().counters.arp_replies_sent, 1U);
