@@ -167,7 +167,7 @@ std::vector<KeyMessage> PerfSession::local_keys(const PortInfo& port) const {
 }
 
 // -c UD: each QP to RTS with perftest's Q_Key, and an address handle to its peer's GID (which may
-// pend while ARP finds the peer).
+// pend while ARP or ND finds the peer).
 Status PerfSession::connect_ud(const std::vector<KeyMessage>& mine,
                                const std::vector<KeyMessage>& theirs) {
     for (unsigned i = 0; i < qps_.size(); ++i) {
@@ -209,7 +209,8 @@ Status PerfSession::connect(const std::vector<KeyMessage>& mine,
         return connect_ud(mine, theirs); // run_test kept the sizes within the MTU
     }
     for (unsigned i = 0; i < qps_.size(); ++i) {
-        rdma::ConnectionDescriptor peer; // no MAC: the device resolves it (ARP for RoCEv2/IPv4)
+        rdma::ConnectionDescriptor
+            peer; // no MAC: the device resolves it (ARP over IPv4, ND over IPv6)
         peer.qpn = theirs[i].qpn;
         peer.psn = theirs[i].psn;
         peer.gid = theirs[i].gid;

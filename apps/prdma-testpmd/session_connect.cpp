@@ -16,8 +16,8 @@ namespace prdma::testpmd {
 
 namespace {
 
-// The MAC a descriptor carries; none when it left it zero, and then ARP finds it (on queue group
-// 0).
+// The MAC a descriptor carries; none when it left it zero, and then ARP or ND finds it (on queue
+// group 0).
 std::optional<std::array<std::uint8_t, 6>> descriptor_mac(const rdma::ConnectionDescriptor& peer) {
     std::array<std::uint8_t, 6> mac{};
     std::memcpy(mac.data(), peer.mac, mac.size());

@@ -604,12 +604,12 @@ FrameHeaders frame_headers_of(const ParsedFrame& parsed) noexcept {
 
 namespace {
 
-std::uint32_t sum16(const std::uint8_t* data, std::size_t length, std::uint32_t sum) noexcept {
+std::uint64_t sum16(const std::uint8_t* data, std::size_t length, std::uint64_t sum) noexcept {
     for (; length >= 2; data += 2, length -= 2) {
-        sum += static_cast<std::uint32_t>(data[0]) << 8 | data[1];
+        sum += static_cast<std::uint64_t>(data[0]) << 8 | data[1];
     }
     if (length == 1) {
-        sum += static_cast<std::uint32_t>(data[0]) << 8;
+        sum += static_cast<std::uint64_t>(data[0]) << 8;
     }
     return sum;
 }
@@ -620,9 +620,8 @@ std::uint16_t ipv6_upper_layer_checksum(const std::uint8_t* ipv6_header,
                                         std::span<const std::uint8_t> message,
                                         std::uint8_t next_header) noexcept {
     // Pseudo-header: source, destination, upper-layer length, next header (RFC 8200 8.1).
-    std::uint32_t sum = sum16(ipv6_header + 8, 32, 0);
-    sum += static_cast<std::uint32_t>(message.size() >> 16) +
-           static_cast<std::uint32_t>(message.size() & 0xffffU);
+    std::uint64_t sum = sum16(ipv6_header + 8, 32, 0);
+    sum += (message.size() >> 16) + (message.size() & 0xffffU);
     sum += next_header;
     sum = sum16(message.data(), message.size(), sum);
     while ((sum >> 16) != 0) {

@@ -1,6 +1,6 @@
 // Address handles: ibv_create_ah and ibv_destroy_ah on prdma's AddressHandle, and the reply
 // address of a received datagram (ibv_init_ah_from_wc, ibv_create_ah_from_wc) read from its GRH.
-// RoCE needs the GRH (is_global) for the peer's GID; the MAC is resolved by the device (ARP),
+// RoCE needs the GRH (is_global) for the peer's GID; the MAC is resolved by the device (ARP or ND),
 // which the creation waits for, as rdma-core's providers wait for the kernel's neighbour table.
 #include <algorithm>
 #include <arpa/inet.h>

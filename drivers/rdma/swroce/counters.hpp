@@ -124,6 +124,38 @@ void for_each_counter(Visit&& visit, Counters&... c) {
     visit("nd_advertisements_sent", c.nd_advertisements_sent...);
     visit("nd_resolved", c.nd_resolved...);
     visit("nd_failed", c.nd_failed...);
+    // Frames the resolvers dropped, by reason (ArpError, NdError, index 0 being ok; "not ARP" and
+    // "not ND" frames go on to the RoCE parser and are counted there), and the responder's
+    // refusals by ResponderError: one counter per named reason.
+    const auto by_reason = [&](const auto& names, auto member) {
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            if (!names[i].empty()) {
+                visit(names[i], (c.*member)[i]...);
+            }
+        }
+    };
+    static constexpr std::array<std::string_view, 8> arp_errors = {"",
+                                                                   "arp_rx_too_short",
+                                                                   "",
+                                                                   "arp_rx_bad_hardware_type",
+                                                                   "arp_rx_bad_protocol_type",
+                                                                   "arp_rx_bad_address_length",
+                                                                   "arp_rx_unknown_op",
+                                                                   "arp_rx_bad_sender_mac"};
+    by_reason(arp_errors, &SwroceCounters::arp_errors);
+    static constexpr std::array<std::string_view, 12> nd_errors = {"",
+                                                                   "nd_rx_too_short",
+                                                                   "",
+                                                                   "nd_rx_bad_hop_limit",
+                                                                   "nd_rx_bad_code",
+                                                                   "nd_rx_bad_length",
+                                                                   "nd_rx_bad_checksum",
+                                                                   "nd_rx_bad_target",
+                                                                   "nd_rx_bad_option",
+                                                                   "nd_rx_bad_source",
+                                                                   "nd_rx_bad_link_address",
+                                                                   "nd_rx_solicited_to_multicast"};
+    by_reason(nd_errors, &SwroceCounters::nd_errors);
     static constexpr std::array<std::string_view, responder_error_count> reasons = {
         "resp_psn_sequence",
         "resp_receiver_not_ready",
@@ -137,9 +169,7 @@ void for_each_counter(Visit&& visit, Counters&... c) {
         "resp_invalidate",
         "resp_region_gone",
         "resp_bad_duplicate"};
-    for (std::size_t i = 0; i < responder_error_count; ++i) {
-        visit(reasons[i], c.responder_errors[i]...);
-    }
+    by_reason(reasons, &SwroceCounters::responder_errors);
 }
 
 } // namespace prdma::swroce

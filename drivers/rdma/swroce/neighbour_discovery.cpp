@@ -221,6 +221,13 @@ std::size_t build_neighbor_advertisement(std::span<std::uint8_t> out, const MacA
                     flag_solicited | flag_override, our_ip, option_target_link_address);
 }
 
+std::size_t build_address_defence(std::span<std::uint8_t> out, const MacAddress& our_mac,
+                                  const Ipv6Address& our_ip) noexcept {
+    return build_nd(out, ipv6_multicast_mac(all_nodes_address), our_mac, our_ip, all_nodes_address,
+                    icmpv6_neighbor_advertisement, flag_override, our_ip,
+                    option_target_link_address);
+}
+
 // ---- NdResolver ----
 
 NdResolver::NdResolver(const NdResolverConfig& config)
@@ -270,8 +277,13 @@ void NdResolver::learn(const NdMessage& message, const MacAddress& mac, bool may
     if (ip == config_.ip || is_unusable_ipv6(ip)) {
         return; // a conflict, or an address no neighbour owns: nothing to learn
     }
-    const bool merged = table_.refresh(ip, mac, now);
     const bool was_pending = pending_.remove(ip);
+    if (message.type == NdType::advertisement && !message.override && !was_pending) {
+        if (const Table::Entry* known = table_.find(ip); known != nullptr && known->mac != mac) {
+            return;
+        }
+    }
+    const bool merged = table_.refresh(ip, mac, now);
     if ((was_pending || may_add) && !merged) {
         result.evicted = table_.insert(ip, mac, now) == NeighbourUpdate::inserted_evicting;
     }
@@ -303,7 +315,11 @@ NdRxResult NdResolver::on_frame(std::span<const std::uint8_t> frame, std::uint64
     if (message.link_address) {
         learn(message, *message.link_address, for_us, now, result);
     }
-    if (for_us && !is_unspecified(message.source)) {
+    if (for_us && is_unspecified(message.source)) {
+        result.address_conflict = true;
+        reply.length = build_address_defence(reply.bytes, config_.mac, config_.ip);
+        result.reply_ready = true;
+    } else if (for_us) {
         const MacAddress to = message.link_address.value_or(message.eth_source);
         reply.length =
             build_neighbor_advertisement(reply.bytes, config_.mac, config_.ip, to, message.source);

@@ -4,9 +4,10 @@
 // the target's MAC. The device answers solicitations for its own address the same way, so a Linux
 // host (rxe) or a NIC finds it.
 //
-// No router discovery, redirects or duplicate address detection: RoCE peers are on-link, and the
-// device's address is given to it (the ip= devarg). Like arp.hpp, everything works on byte spans
-// and TSC cycles passed in: no mbufs, clock reads or sends.
+// No router discovery, redirects or duplicate address detection of its own: RoCE peers are
+// on-link, and the device's address is given to it (the ip= devarg); another host's DAD probe for
+// it is answered, as RFC 4861 7.2.4 has a node defend its address. Like arp.hpp, everything works
+// on byte spans and TSC cycles passed in: no mbufs, clock reads or sends.
 #pragma once
 
 #include <cstddef>
@@ -41,6 +42,10 @@ inline bool is_icmpv6_frame(std::span<const std::uint8_t> frame) noexcept {
     return frame.size() >= 14 + 40 && frame[12] == (roce::ethertype_ipv6 >> 8) &&
            frame[13] == (roce::ethertype_ipv6 & 0xffU) && frame[14 + 6] == ip_protocol_icmpv6;
 }
+
+// ff02::1: every node on the link (where a defended address is advertised).
+inline constexpr Ipv6Address all_nodes_address = {0xff, 0x02, 0, 0, 0, 0, 0, 0,
+                                                  0,    0,    0, 0, 0, 0, 0, 0x01};
 
 // The solicited-node multicast group of `address` (ff02::1:ffXX:XXXX, RFC 4291 2.7.1), where a
 // solicitation for it is sent, and the Ethernet group that carries it (33:33 + its last 32 bits).
@@ -100,6 +105,9 @@ std::size_t build_neighbor_solicitation(std::span<std::uint8_t> out, const MacAd
 std::size_t build_neighbor_advertisement(std::span<std::uint8_t> out, const MacAddress& our_mac,
                                          const Ipv6Address& our_ip, const MacAddress& peer_mac,
                                          const Ipv6Address& peer_ip) noexcept;
+// The same, unsolicited, to all nodes: the answer to another host's DAD probe for our address.
+std::size_t build_address_defence(std::span<std::uint8_t> out, const MacAddress& our_mac,
+                                  const Ipv6Address& our_ip) noexcept;
 
 struct NdResolverConfig {
     MacAddress mac{};         // this device's port
@@ -115,11 +123,12 @@ struct NdResolverConfig {
 };
 
 struct NdRxResult {
-    NdError error = NdError::ok; // not ok: the frame was dropped; count it by this value
-    bool own_frame = false;      // our own solicitation came back
-    bool reply_ready = false;    // `reply` holds an advertisement answering a solicitation
-    bool resolved = false;       // a pending resolution finished: resolved_ip -> resolved_mac
-    bool evicted = false;        // learning replaced the least recently confirmed entry
+    NdError error = NdError::ok;   // not ok: the frame was dropped; count it by this value
+    bool own_frame = false;        // our own solicitation came back
+    bool address_conflict = false; // another host probes for our address (DAD): we defend it
+    bool reply_ready = false;      // `reply` holds an advertisement answering a solicitation
+    bool resolved = false;         // a pending resolution finished: resolved_ip -> resolved_mac
+    bool evicted = false;          // learning replaced the least recently confirmed entry
     Ipv6Address resolved_ip{};
     MacAddress resolved_mac{};
 };
@@ -134,7 +143,9 @@ public:
     NeighbourRequestResult request(const Ipv6Address& ip, std::uint64_t now,
                                    NdFrame& frame) noexcept;
     // Learning as ArpResolver's merge rule: any message from a host known or being resolved
-    // refreshes it; a new host is learned only from a solicitation for our address.
+    // refreshes it; a new host is learned only from a solicitation for our address. An
+    // advertisement without the override flag never changes a MAC already known (RFC 4861
+    // 7.2.5: a proxy or anycast answer).
     NdRxResult on_frame(std::span<const std::uint8_t> frame, std::uint64_t now,
                         NdFrame& reply) noexcept;
     ProbePollResult poll(std::uint64_t now, std::span<NdFrame> frames,

@@ -343,6 +343,27 @@ Status SwrocePort::start() {
     return {};
 }
 
+bool SwrocePort::accept_multicast(std::span<const MacAddress> groups) {
+    if (rte_eth_allmulticast_get(port_id_) == 1) {
+        return true;
+    }
+    std::array<rte_ether_addr, 8> list{};
+    const std::size_t count = std::min(groups.size(), list.size());
+    for (std::size_t i = 0; i < count; ++i) {
+        std::copy(groups[i].begin(), groups[i].end(), list[i].addr_bytes);
+    }
+    const int ret =
+        rte_eth_dev_set_mc_addr_list(port_id_, list.data(), static_cast<std::uint32_t>(count));
+    if (ret != 0) {
+        SWROCE_LOG(WARNING,
+                   "ethdev %s takes neither all-multicast mode nor a multicast filter (%s): "
+                   "IPv6 peers cannot resolve this device's MAC, only be resolved by it",
+                   name_.c_str(), rte_strerror(-ret));
+        return false;
+    }
+    return true;
+}
+
 Status SwrocePort::read_mac() {
     rte_ether_addr address{};
     if (int ret = rte_eth_macaddr_get(port_id_, &address); ret != 0) {

@@ -45,10 +45,10 @@ void receive(SwroceDevice& dev, unsigned group, RxBurst& burst, std::uint64_t no
         const std::span<const std::uint8_t> bytes(
             rte_pktmbuf_mtod(burst.mbufs[i], const std::uint8_t*),
             rte_pktmbuf_data_len(burst.mbufs[i]));
-        const bool neighbour = group == 0 && is_neighbour_frame(bytes) &&
-                               handle_neighbour_frame(dev, bytes, now, state.counters);
-        if (neighbour) {
-            capture_frames(dev, group, &burst.mbufs[i], 1, false);
+        bool neighbour = false;
+        if (group == 0 && is_neighbour_frame(bytes)) {
+            capture_frames(dev, group, &burst.mbufs[i], 1, false); // ahead of any answer
+            neighbour = handle_neighbour_frame(dev, bytes, now, state.counters);
         }
         // handle_frame keeps the mbuf only if it hands it on again, which a frame for one of our
         // QPs never needs.
@@ -70,8 +70,8 @@ constexpr std::uint32_t idle_timer_polls = 16;
 
 bool nothing_to_do(SwroceDevice& dev, unsigned group, const RxBurst& burst) noexcept {
     QueueGroupState& state = *dev.groups[group];
-    // A resolution in flight keeps ARP's timers on the clock at every poll: the control path may
-    // be the only one polling, and rarely.
+    // A resolution in flight keeps the resolver's timers on the clock at every poll: the control
+    // path may be the only one polling, and rarely.
     if (burst.count != 0 || state.tx_backlog_count != 0 || state.work_left ||
         state.neighbour_due != no_neighbour_due || state.rx_faults.active() ||
         state.tx_faults.active() ||

@@ -1,4 +1,4 @@
-// Frames in: classify (ARP, RoCE, anything else), check (parse with ICRC), steer (a frame for
+// Frames in: classify (ARP or ND, RoCE, anything else), check (parse with ICRC), steer (a frame for
 // another queue group's QP goes to that group's handover ring), and hand each RoCE packet to the
 // responder or the completer of its QP. A malformed frame is dropped and counted by reason.
 #include <algorithm>
@@ -38,10 +38,11 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
         ++counters.rx_packets;
         // ARP and ND belong to group 0 (the resolver is one per device); elsewhere they are
         // handed over.
-        if (group == 0 && is_neighbour_frame(bytes) &&
-            handle_neighbour_frame(dev, bytes, now, counters)) {
-            capture_frames(dev, group, &mbuf, 1, false);
-            return false;
+        if (group == 0 && is_neighbour_frame(bytes)) {
+            capture_frames(dev, group, &mbuf, 1, false); // ahead of the answer it may make
+            if (handle_neighbour_frame(dev, bytes, now, counters)) {
+                return false;
+            }
         }
     }
     // A handed-over frame was checked by the group that received it.
@@ -50,9 +51,11 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
     options.verify_ipv4_checksum = !handed_over;
     options.transport_fields_only = true; // the roles read no Ethernet or UDP field
     if (roce::parse_roce_frame(bytes, frame, options) != roce::ParseError::ok) {
+        // Only what the device's resolver could take: ARP on IPv4, ND on IPv6.
         const bool maybe_neighbour =
-            frame.error == roce::ParseError::not_ip ||
-            (frame.error == roce::ParseError::not_udp && is_icmpv6_frame(bytes));
+            (frame.error == roce::ParseError::not_ip && dev.arp != nullptr) ||
+            (frame.error == roce::ParseError::not_udp && dev.nd != nullptr &&
+             is_icmpv6_frame(bytes));
         if (maybe_neighbour && group != 0 && dev.groups[0]->handover != nullptr &&
             rte_ring_enqueue(dev.groups[0]->handover, mbuf) == 0) {
             return true; // possibly ARP or ND: group 0 decides

@@ -1,5 +1,5 @@
-// pcap=<file>: every RoCE frame the engine receives and transmits goes to a pcapng file (DPDK's
-// librte_pcapng), for debugging and for the wire tests that decode prdma's own frames.
+// pcap=<file>: every RoCE, ARP and ND frame the engine receives and transmits goes to a pcapng file
+// (DPDK's librte_pcapng), for debugging and for the wire tests that decode prdma's own frames.
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -76,7 +76,8 @@ Status open_capture(SwroceDevice& dev) {
         return Error(StatusCode::no_resources,
                      strformat("no memory for the capture pool of %s", dev.name.c_str()));
     }
-    SWROCE_LOG(INFO, "%s: capturing RoCE frames to %s", dev.name.c_str(), dev.args.pcap.c_str());
+    SWROCE_LOG(INFO, "%s: capturing RoCE, ARP and ND frames to %s", dev.name.c_str(),
+               dev.args.pcap.c_str());
     return {};
 }
 

@@ -158,7 +158,7 @@ private:
 // peer as its IPv4-mapped GID) and the IP header fields of the datagrams sent through it.
 struct AhAttr {
     Gid dest_gid{};
-    std::optional<std::array<std::uint8_t, 6>> dest_mac; // resolved with ARP when absent
+    std::optional<std::array<std::uint8_t, 6>> dest_mac; // resolved with ARP or ND when absent
     std::uint8_t port = 1;
     std::uint8_t sgid_index = 0;    // the device's own GID: index 0 is the only one
     std::uint8_t traffic_class = 0; // IPv4 TOS / IPv6 traffic class
@@ -169,7 +169,8 @@ struct AhAttr {
 // An address handle (ibv_ah) on a PD: a UD QP of the PD sends datagrams through it to any QP of
 // the peer it names (ud_send_wr). A SEND posted with it carries the destination with it, so the
 // handle may be destroyed once the post returns. Its creation pends while the device resolves the
-// peer's MAC (ARP), as a QP's RTR does: ready() once the completion has been polled.
+// peer's MAC (ARP or IPv6 neighbour discovery), as a QP's RTR does: ready() once the completion has
+// been polled.
 class AddressHandle {
 public:
     AddressHandle() = default;
@@ -392,7 +393,7 @@ struct QpAttr {
     std::uint8_t port = 1;
     Mtu path_mtu = Mtu::mtu_1024;
     Gid dest_gid{};
-    std::optional<std::array<std::uint8_t, 6>> dest_mac; // resolved with ARP when absent
+    std::optional<std::array<std::uint8_t, 6>> dest_mac; // resolved with ARP or ND when absent
     std::uint32_t dest_qpn = 0;
     std::uint32_t rq_psn = 0;
     std::uint32_t sq_psn = 0;
@@ -500,9 +501,9 @@ public:
     Status destroy(std::uint64_t request_id = 0);
     // Connects to the QP `peer` describes: INIT, RTR, RTS (or options.until) from wherever the QP
     // is on that path, in place of the three modify() calls every verbs program writes. Any step
-    // may return pending (RTR while a peer without a MAC is resolved with ARP; every step when
-    // another thread polls the QP's queue group): poll_control until `request_id` completes, and
-    // call connect() again to go on from where the QP is. A QP in ERR or SQD / SQE is refused
+    // may return pending (RTR while a peer without a MAC is resolved with ARP or ND; every step
+    // when another thread polls the QP's queue group): poll_control until `request_id` completes,
+    // and call connect() again to go on from where the QP is. A QP in ERR or SQD / SQE is refused
     // (invalid_parameter): RESET it first.
     Status connect(const ConnectionDescriptor& peer, const ConnectOptions& options = {},
                    std::uint64_t request_id = 0);

@@ -1439,6 +1439,7 @@ TEST_F(Ipv6EngineTest, AnRtrWithoutAMacIsResolvedByNeighbourDiscovery) {
     EXPECT_GE(counter(*a_, "nd_resolved"), 1U);
     EXPECT_GE(counter(*b_, "nd_advertisements_sent"), 1U);
     EXPECT_EQ(counter(*a_, "arp_requests_sent"), 0U);
+    EXPECT_EQ(counter(*b_, "nd_rx_bad_checksum"), 0U) << "every check has its counter";
     // b learned a's MAC from the solicitation: its own RTR asks nobody.
     ASSERT_EQ(connect_without_mac(*b_, qp_b, qp_a, pair_->gid_a(), 50), "done");
     EXPECT_EQ(counter(*b_, "nd_solicitations_sent"), 0U);

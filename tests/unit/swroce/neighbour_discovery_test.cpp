@@ -314,14 +314,45 @@ TEST(NdResolver, ASolicitationForOurAddressIsAnsweredAndTeachesTheAsker) {
     EXPECT_FALSE(result.resolved) << "nothing was pending";
     EXPECT_EQ(b.lookup(ip_a, 6 * ms), mac_a);
 
-    // The same question unicast to b's own address (a Linux neighbour probing a stale entry).
+    // The same question unicast to b's own address from a's link-local one, as Linux probes a
+    // stale entry: answered there, unicast.
+    const Ipv6Address link_local_a = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0a};
     std::vector<std::uint8_t> unicast = solicitation_a_for_b;
+    std::copy(link_local_a.begin(), link_local_a.end(), unicast.begin() + 22);
     std::copy(ip_b.begin(), ip_b.end(), unicast.begin() + 38);
     std::copy(mac_b.begin(), mac_b.end(), unicast.begin());
     fix_checksum(unicast);
     NdFrame second;
-    EXPECT_TRUE(b.on_frame(unicast, 7 * ms, second).reply_ready);
-    EXPECT_EQ(bytes_of(second), advertisement_b_to_a);
+    ASSERT_TRUE(b.on_frame(unicast, 7 * ms, second).reply_ready);
+    const NdParseResult answer = parse_nd(bytes_of(second));
+    ASSERT_TRUE(answer.ok()) << nd_error_name(answer.error);
+    EXPECT_EQ(answer.message.type, NdType::advertisement);
+    EXPECT_EQ(answer.message.destination, link_local_a);
+    EXPECT_EQ(answer.message.target, ip_b);
+    EXPECT_EQ(answer.message.link_address, mac_b);
+    EXPECT_TRUE(answer.message.solicited);
+    EXPECT_EQ(std::vector<std::uint8_t>(second.bytes.begin(), second.bytes.begin() + 6),
+              std::vector<std::uint8_t>(mac_a.begin(), mac_a.end()));
+}
+
+// An advertisement without the override flag does not move a known neighbour to another MAC
+// (a proxy's answer); one with it does, and one for a resolution in flight always counts.
+TEST(NdResolver, OnlyAnOverridingAdvertisementChangesAKnownMac) {
+    NdResolver a = make_resolver();
+    NdFrame frame;
+    ASSERT_EQ(a.request(ip_b, 0, frame), NeighbourRequestResult::send);
+    ASSERT_TRUE(a.on_frame(advertisement_b_to_a, 1 * ms, frame).resolved);
+    std::vector<std::uint8_t> proxy = advertisement_b_to_a;
+    std::copy(mac_c.begin(), mac_c.end(), proxy.begin() + 6);
+    std::copy(mac_c.begin(), mac_c.end(), proxy.begin() + 80);
+    proxy[58] = 0x40; // solicited, not overriding
+    fix_checksum(proxy);
+    EXPECT_EQ(a.on_frame(proxy, 2 * ms, frame).error, NdError::ok);
+    EXPECT_EQ(a.lookup(ip_b, 3 * ms), mac_b);
+    proxy[58] = 0x60; // overriding
+    fix_checksum(proxy);
+    EXPECT_EQ(a.on_frame(proxy, 4 * ms, frame).error, NdError::ok);
+    EXPECT_EQ(a.lookup(ip_b, 5 * ms), mac_c);
 }
 
 // c overhears a asking for b: it answers nothing and learns nothing (other hosts' chatter
@@ -350,22 +381,40 @@ TEST(NdResolver, AnyMessageFromAHostBeingResolvedFinishesIt) {
     EXPECT_FALSE(result.reply_ready);
 }
 
-TEST(NdResolver, OwnFramesAndDuplicateAddressDetectionAreIgnored) {
+TEST(NdResolver, OwnFramesAreIgnored) {
     NdResolver a = make_resolver();
     NdFrame reply;
-    EXPECT_TRUE(a.on_frame(solicitation_a_for_b, 0, reply).own_frame);
+    const NdRxResult result = a.on_frame(solicitation_a_for_b, 0, reply);
+    EXPECT_TRUE(result.own_frame);
+    EXPECT_FALSE(result.reply_ready);
+}
 
-    // Another host's DAD probe for b's address (from ::, no MAC option): b does not answer it.
+// Another host's DAD probe for b's address (from ::, no MAC option): b defends it with an
+// unsolicited, overriding advertisement to all nodes (RFC 4861 7.2.4), so the prober gives up the
+// address, and learns nothing from it.
+TEST(NdResolver, ADuplicateAddressProbeForOurAddressIsDefended) {
     NdResolver b = make_resolver(mac_b, ip_b);
     std::vector<std::uint8_t> dad = solicitation_a_for_b;
     std::fill(dad.begin() + 22, dad.begin() + 38, std::uint8_t{0});
     dad[19] = 24;
     dad.resize(14 + 40 + 24);
     fix_checksum(dad);
+    NdFrame reply;
     const NdRxResult result = b.on_frame(dad, 0, reply);
     EXPECT_EQ(result.error, NdError::ok);
-    EXPECT_FALSE(result.reply_ready);
+    EXPECT_TRUE(result.address_conflict);
+    ASSERT_TRUE(result.reply_ready);
     EXPECT_EQ(b.table().size(), 0U);
+    const NdParseResult defence = parse_nd(bytes_of(reply));
+    ASSERT_TRUE(defence.ok()) << nd_error_name(defence.error);
+    EXPECT_EQ(defence.message.type, NdType::advertisement);
+    EXPECT_EQ(defence.message.destination, all_nodes_address);
+    EXPECT_EQ(defence.message.target, ip_b);
+    EXPECT_EQ(defence.message.link_address, mac_b);
+    EXPECT_FALSE(defence.message.solicited);
+    EXPECT_TRUE(defence.message.override);
+    EXPECT_EQ(std::vector<std::uint8_t>(reply.bytes.begin(), reply.bytes.begin() + 6),
+              (std::vector<std::uint8_t>{0x33, 0x33, 0, 0, 0, 1}));
 }
 
 } // namespace
