@@ -8,6 +8,8 @@
 # srq_pingpong or ud_pingpong, on both ends) with libprdma-verbs preloaded, the engine on a service lcore. The TCP exchange goes
 # over br-kern (192.168.100.1 <-> 192.168.100.10). A case "ipv6:CASE" runs CASE over IPv6
 # instead (swroce fd64::1, rxe fd64::20): each side finds the other's MAC by neighbour discovery.
+# A case "lossy:CASE" has swroce drop 2 % of what it receives and of what it sends (its rx_drop and
+# tx_drop devargs): rxe's go-back-N and swroce's recover each other's losses.
 # Every run must exit 0 and print a result row. The frames on br-data are captured to
 # BUILD_DIR/vm/rxe.pcap (tshark -r rxe.pcap -d udp.port==4791,infiniband).
 # Root; needs qemu-system-x86_64 and perftest + rdma-core + ibverbs-providers (prdma-setup deps),
@@ -23,6 +25,7 @@ perf=$build/apps/prdma-perf/prdma-perf
 shim=$build/lib/verbs/libprdma-verbs.so
 base_port=18600
 swroce_ip=10.100.0.1 # fd64::1 for an ipv6: case
+swroce_faults=       # the drop devargs of a lossy: case
 say() { printf 'rxe_interop: %s\n' "$*"; }
 
 cases=("$@")
@@ -45,6 +48,8 @@ cases=("$@")
   "verbs:send_bw -n 300 -s 512 -c UD --use-srq"
   "ipv6:write_lat -n 300"
   "ipv6:verbs:send_lat -n 200 -c UD"
+  "lossy:write_bw -n 500 -s 16384"
+  "lossy:send_lat -n 300"
 )
 if [ ! -f "$shim" ]; then # built without libprdma-verbs (meson option verbs)
   kept=()
@@ -96,7 +101,7 @@ h1_perf() { # TEST OPTS... : prdma-perf in host 1 on swroce over data0
   shift
   ip netns exec prdma-h1 timeout 240 "$perf" "$test" -l 0 --no-telemetry \
     --log-level=lib.eal:error --log-level=prdma.*:warning --vdev=net_af_packet0,iface=data0 \
-    --vdev=rdma_swroce0,port=net_af_packet0,ip=$swroce_ip -- -F "$@"
+    --vdev=rdma_swroce0,port=net_af_packet0,ip=$swroce_ip$swroce_faults -- -F ${swroce_faults:+--stats} "$@"
 }
 
 # TEST OPTS... : Debian's verbs program in host 1, on swroce over data0 through libprdma-verbs.
@@ -109,13 +114,14 @@ h1_verbs() {
   esac
   ip netns exec prdma-h1 env LD_PRELOAD="$shim" PRDMA_EAL_ARGS="-l 0,1 --main-lcore 0 -S 1 \
 --no-huge -m 256 --no-telemetry --log-level=*:error --vdev=net_af_packet0,iface=data0 \
---vdev=rdma_swroce0,port=net_af_packet0,ip=$swroce_ip,progress=service" \
+--vdev=rdma_swroce0,port=net_af_packet0,ip=$swroce_ip$swroce_faults,progress=service" \
     timeout 240 "${prog[@]}" "$@"
 }
 h1_run() { # CASE-TEST OPTS... : the host's program for a case
   local test=$1
   shift
-  swroce_ip=10.100.0.1
+  swroce_ip=10.100.0.1 swroce_faults=
+  case $test in lossy:*) swroce_faults=,rx_drop=0.02,tx_drop=0.02,seed=11 test=${test#lossy:} ;; esac
   case $test in ipv6:*) swroce_ip=fd64::1 test=${test#ipv6:} ;; esac
   case $test in
     verbs:*) h1_verbs "${test#verbs:}" "$@" ;;
@@ -190,6 +196,7 @@ say "results (bytes, iterations, then t_min t_max t_typical t_avg ... us, or BW 
 for c in "${cases[@]}"; do
   n=$((n + 1))
   test=${c%% *}
+  test=${test#lossy:}
   test=${test#ipv6:}
   prog=ib_${test#verbs:}
   host=prdma-perf
@@ -226,6 +233,11 @@ for c in "${cases[@]}"; do
     [ "$crc" = 0 ] && [ "$src" = 0 ] && [ -n "$crow" ] || ok=0
     # write_lat and send_lat print the row on both sides (read_lat's server prints none).
     case ${test#verbs:} in write_lat|send_lat|*_pingpong) [ -n "$srow" ] || ok=0 ;; esac
+    # A lossy case proves itself: swroce dropped frames, and the run still passed.
+    case $c in
+      lossy:verbs:* | lossy:ipv6:verbs:*) ;;
+      lossy:*) grep -qE 'rx_dropped_injected=[1-9]' "$out/host-$dir-$n.out" || ok=0 ;;
+    esac
     # The shim refuses with a "libprdma-verbs:" line; the programs say "failed" or "couldn't".
     case $test in
       verbs:*) ! grep -qiE "libprdma-verbs:|failed|couldn't|invalid data" \
