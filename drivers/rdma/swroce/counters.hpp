@@ -63,6 +63,8 @@ struct SwroceCounters {
     std::uint64_t nd_advertisements_sent = 0;
     std::uint64_t nd_resolved = 0;
     std::uint64_t nd_failed = 0;
+    // Another host claims our address: an ARP from another MAC with our IP, a DAD probe for it.
+    std::uint64_t address_conflicts = 0;
     std::array<std::uint64_t, 16> nd_errors{}; // by NdError
     std::uint64_t rx_not_handled = 0;          // frames neither ARP, ND nor RoCE
     std::uint64_t tx_dropped = 0;              // frames the port did not take, lost
@@ -124,6 +126,7 @@ void for_each_counter(Visit&& visit, Counters&... c) {
     visit("nd_advertisements_sent", c.nd_advertisements_sent...);
     visit("nd_resolved", c.nd_resolved...);
     visit("nd_failed", c.nd_failed...);
+    visit("address_conflicts", c.address_conflicts...);
     // Frames the resolvers dropped, by reason (ArpError, NdError, index 0 being ok; "not ARP" and
     // "not ND" frames go on to the RoCE parser and are counted there), and the responder's
     // refusals by ResponderError: one counter per named reason.

@@ -97,13 +97,17 @@ void poll(SwroceDevice& dev, std::uint64_t now) {
 // False for a frame of another protocol: it is looked at as RoCE (and counted there).
 template <class Protocol>
 bool handle(SwroceDevice& dev, std::span<const std::uint8_t> frame, std::uint64_t now,
-            SwroceCounters& counters) noexcept {
+            SwroceCounters& counters, rte_mbuf* received) noexcept {
     typename Protocol::Frame reply;
     const auto result = Protocol::resolver(dev).on_frame(frame, now, reply);
     if (result.error == Protocol::not_ours) {
         return false;
     }
+    if (received != nullptr) {
+        capture_frames(dev, 0, &received, 1, false); // ahead of the answer it may cause
+    }
     const Counted counted = Protocol::counted(counters);
+    counters.address_conflicts += result.address_conflict ? 1 : 0;
     if (result.error != decltype(result.error)::ok) {
         ++counted.errors[static_cast<std::size_t>(result.error) % counted.errors.size()];
         return true;
@@ -194,11 +198,12 @@ std::uint64_t poll_neighbours(SwroceDevice& dev, std::uint64_t now) {
 }
 
 bool handle_neighbour_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
-                            std::uint64_t now, SwroceCounters& counters) noexcept {
+                            std::uint64_t now, SwroceCounters& counters,
+                            rte_mbuf* received) noexcept {
     if (is_arp_frame(frame)) {
-        return dev.arp && handle<Arp>(dev, frame, now, counters);
+        return dev.arp && handle<Arp>(dev, frame, now, counters, received);
     }
-    return dev.nd && is_icmpv6_frame(frame) && handle<Nd>(dev, frame, now, counters);
+    return dev.nd && is_icmpv6_frame(frame) && handle<Nd>(dev, frame, now, counters, received);
 }
 
 } // namespace prdma::swroce

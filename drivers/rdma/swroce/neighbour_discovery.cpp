@@ -277,12 +277,14 @@ void NdResolver::learn(const NdMessage& message, const MacAddress& mac, bool may
     if (ip == config_.ip || is_unusable_ipv6(ip)) {
         return; // a conflict, or an address no neighbour owns: nothing to learn
     }
-    const bool was_pending = pending_.remove(ip);
-    if (message.type == NdType::advertisement && !message.override && !was_pending) {
+    // RFC 4861 7.2.5: only an entry without a MAC yet (ours: not in the table) takes a
+    // non-overriding answer's; a known one, even stale and being asked for again, keeps its own.
+    if (message.type == NdType::advertisement && !message.override) {
         if (const Table::Entry* known = table_.find(ip); known != nullptr && known->mac != mac) {
             return;
         }
     }
+    const bool was_pending = pending_.remove(ip);
     const bool merged = table_.refresh(ip, mac, now);
     if ((was_pending || may_add) && !merged) {
         result.evicted = table_.insert(ip, mac, now) == NeighbourUpdate::inserted_evicting;

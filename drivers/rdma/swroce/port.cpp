@@ -344,7 +344,7 @@ Status SwrocePort::start() {
 }
 
 bool SwrocePort::accept_multicast(std::span<const MacAddress> groups) {
-    if (rte_eth_allmulticast_get(port_id_) == 1) {
+    if (rte_eth_allmulticast_get(port_id_) == 1 || rte_eth_promiscuous_get(port_id_) == 1) {
         return true;
     }
     std::array<rte_ether_addr, 8> list{};
@@ -354,7 +354,8 @@ bool SwrocePort::accept_multicast(std::span<const MacAddress> groups) {
     }
     const int ret =
         rte_eth_dev_set_mc_addr_list(port_id_, list.data(), static_cast<std::uint32_t>(count));
-    if (ret != 0) {
+    // A PMD without the op (memif, af_packet, af_xdp) filters nothing: every group arrives.
+    if (ret != 0 && ret != -ENOTSUP) {
         SWROCE_LOG(WARNING,
                    "ethdev %s takes neither all-multicast mode nor a multicast filter (%s): "
                    "IPv6 peers cannot resolve this device's MAC, only be resolved by it",

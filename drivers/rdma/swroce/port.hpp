@@ -124,8 +124,8 @@ public:
     // The port's unicast address; a random locally administered one when the port has none.
     [[nodiscard]] const MacAddress& mac() const noexcept { return mac_; }
     // Multicast groups the device must hear (IPv6 neighbour discovery's solicited-node group)
-    // on a port that refused all-multicast mode: programmed into its filter when it has one.
-    // Logs a warning, and returns false, when the port can do neither.
+    // on a port in neither all-multicast nor promiscuous mode: programmed into its filter when
+    // it has one. Logs a warning, and returns false, when it has a filter that refuses them.
     bool accept_multicast(std::span<const MacAddress> groups);
     [[nodiscard]] bool mac_generated() const noexcept { return mac_generated_; }
     // The IP packet size frames have by default: the MTU the port runs with; on memif what its

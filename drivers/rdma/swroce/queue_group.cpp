@@ -45,11 +45,9 @@ void receive(SwroceDevice& dev, unsigned group, RxBurst& burst, std::uint64_t no
         const std::span<const std::uint8_t> bytes(
             rte_pktmbuf_mtod(burst.mbufs[i], const std::uint8_t*),
             rte_pktmbuf_data_len(burst.mbufs[i]));
-        bool neighbour = false;
-        if (group == 0 && is_neighbour_frame(bytes)) {
-            capture_frames(dev, group, &burst.mbufs[i], 1, false); // ahead of any answer
-            neighbour = handle_neighbour_frame(dev, bytes, now, state.counters);
-        }
+        const bool neighbour =
+            group == 0 && is_neighbour_frame(bytes) &&
+            handle_neighbour_frame(dev, bytes, now, state.counters, burst.mbufs[i]);
         // handle_frame keeps the mbuf only if it hands it on again, which a frame for one of our
         // QPs never needs.
         if (neighbour || !handle_frame(dev, group, burst.mbufs[i], now, true, frame)) {

@@ -38,11 +38,9 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
         ++counters.rx_packets;
         // ARP and ND belong to group 0 (the resolver is one per device); elsewhere they are
         // handed over.
-        if (group == 0 && is_neighbour_frame(bytes)) {
-            capture_frames(dev, group, &mbuf, 1, false); // ahead of the answer it may make
-            if (handle_neighbour_frame(dev, bytes, now, counters)) {
-                return false;
-            }
+        if (group == 0 && is_neighbour_frame(bytes) &&
+            handle_neighbour_frame(dev, bytes, now, counters, mbuf)) {
+            return false;
         }
     }
     // A handed-over frame was checked by the group that received it.

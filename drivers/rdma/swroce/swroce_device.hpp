@@ -354,8 +354,10 @@ void capture_frames(SwroceDevice& dev, unsigned group, rte_mbuf* const* mbufs, s
 
 // ARP and neighbour discovery on the data path (neighbour.cpp): answers requests for our address
 // and records resolutions; false for a frame that is neither (it is then looked at as RoCE).
+// `received`, the mbuf holding `frame`, goes to a pcap= capture ahead of any answer.
 bool handle_neighbour_frame(SwroceDevice& dev, std::span<const std::uint8_t> frame,
-                            std::uint64_t now, SwroceCounters& counters) noexcept;
+                            std::uint64_t now, SwroceCounters& counters,
+                            rte_mbuf* received = nullptr) noexcept;
 // A few byte compares: RoCE frames skip the resolvers.
 inline bool is_neighbour_frame(std::span<const std::uint8_t> frame) noexcept {
     return is_arp_frame(frame) || is_icmpv6_frame(frame);

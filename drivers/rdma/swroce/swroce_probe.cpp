@@ -100,9 +100,12 @@ int make_resolver(SwroceDevice& dev, const char* name) {
         nd.ip = dev.args.ip.bytes;
         made = install(dev.nd, dev, nd);
         max_pending = nd.max_pending;
-        // Peers ask for our MAC at our solicited-node group; all-nodes hears our DAD defence.
-        const std::array<MacAddress, 2> groups = {ipv6_multicast_mac(solicited_node_address(nd.ip)),
-                                                  ipv6_multicast_mac(all_nodes_address)};
+    }
+    if (made.ok() && dev.nd) {
+        // Peers ask for our MAC at our solicited-node group, and advertise to all nodes.
+        const std::array<MacAddress, 2> groups = {
+            ipv6_multicast_mac(solicited_node_address(dev.nd->config().ip)),
+            ipv6_multicast_mac(all_nodes_address)};
         (void)dev.port.accept_multicast(groups);
     }
     if (!made.ok()) {

@@ -336,7 +336,7 @@ TEST(NdResolver, ASolicitationForOurAddressIsAnsweredAndTeachesTheAsker) {
 }
 
 // An advertisement without the override flag does not move a known neighbour to another MAC
-// (a proxy's answer); one with it does, and one for a resolution in flight always counts.
+// (a proxy's answer), not even while the stale entry is asked for again; one with it does.
 TEST(NdResolver, OnlyAnOverridingAdvertisementChangesAKnownMac) {
     NdResolver a = make_resolver();
     NdFrame frame;
@@ -349,10 +349,20 @@ TEST(NdResolver, OnlyAnOverridingAdvertisementChangesAKnownMac) {
     fix_checksum(proxy);
     EXPECT_EQ(a.on_frame(proxy, 2 * ms, frame).error, NdError::ok);
     EXPECT_EQ(a.lookup(ip_b, 3 * ms), mac_b);
+
+    // b's entry goes stale (60 s unheard) and is asked for again: the proxy answers first.
+    const std::uint64_t later = 2 * 60'000 * ms;
+    ASSERT_EQ(a.request(ip_b, later, frame), NeighbourRequestResult::send);
+    const NdRxResult proxied = a.on_frame(proxy, later + 1, frame);
+    EXPECT_FALSE(proxied.resolved) << "a known neighbour keeps its MAC against a proxy";
+    EXPECT_TRUE(a.is_pending(ip_b));
+    EXPECT_TRUE(a.on_frame(advertisement_b_to_a, later + 2, frame).resolved);
+    EXPECT_EQ(a.lookup(ip_b, later + 3), mac_b);
+
     proxy[58] = 0x60; // overriding
     fix_checksum(proxy);
-    EXPECT_EQ(a.on_frame(proxy, 4 * ms, frame).error, NdError::ok);
-    EXPECT_EQ(a.lookup(ip_b, 5 * ms), mac_c);
+    EXPECT_EQ(a.on_frame(proxy, later + 4, frame).error, NdError::ok);
+    EXPECT_EQ(a.lookup(ip_b, later + 5), mac_c);
 }
 
 // c overhears a asking for b: it answers nothing and learns nothing (other hosts' chatter
