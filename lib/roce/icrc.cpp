@@ -276,8 +276,15 @@ bool detect_clmul() noexcept {
     return __builtin_cpu_supports("pclmul") != 0;
 }
 
+// Here rather than through pclmul_supported(): an exported function is called through the PLT
+// even from inside the library, twice per WRITE.
+bool clmul_available() noexcept {
+    static const bool supported = detect_clmul();
+    return supported;
+}
+
 bool use_clmul(CrcPath path) noexcept {
-    return path != CrcPath::table && pclmul_supported();
+    return path != CrcPath::table && clmul_available();
 }
 
 std::uint32_t update(std::uint32_t state, const std::uint8_t* p, std::size_t n,
@@ -368,8 +375,7 @@ IcrcLayout icrc_layout(std::span<const std::uint8_t> d) noexcept {
 } // namespace
 
 bool pclmul_supported() noexcept {
-    static const bool supported = detect_clmul();
-    return supported;
+    return clmul_available();
 }
 
 std::uint32_t crc32_update(std::uint32_t state, std::span<const std::uint8_t> data,

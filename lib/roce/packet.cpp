@@ -68,8 +68,10 @@ ParseError parse_ip(std::span<const std::uint8_t> rest, ParsedFrame& out,
     return ParseError::ok;
 }
 
-void decode_ext_header(ExtHeader kind, std::span<const std::uint8_t> in,
-                       ParsedFrame& out) noexcept {
+// Inlined into both parsers: as a call it cost ~20 instructions per data frame for a RETH's
+// three loads.
+[[gnu::always_inline]] inline void
+decode_ext_header(ExtHeader kind, std::span<const std::uint8_t> in, ParsedFrame& out) noexcept {
     // Lengths were checked against the opcode's header_length: these cannot fail.
     switch (kind) {
     case ExtHeader::deth:

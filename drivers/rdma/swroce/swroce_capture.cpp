@@ -81,11 +81,8 @@ Status open_capture(SwroceDevice& dev) {
     return {};
 }
 
-void capture_frames(SwroceDevice& dev, unsigned group, rte_mbuf* const* mbufs, std::uint16_t count,
-                    bool transmitted) noexcept {
-    if (PRDMA_LIKELY(dev.capture == nullptr) || count == 0) {
-        return;
-    }
+void write_capture(SwroceDevice& dev, unsigned group, rte_mbuf* const* mbufs, std::uint16_t count,
+                   bool transmitted) noexcept {
     std::array<rte_mbuf*, 64> copies{};
     std::uint16_t n = 0;
     const std::uint64_t now = rte_get_tsc_cycles();

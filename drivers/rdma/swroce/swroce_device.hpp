@@ -347,10 +347,16 @@ void run_group_requests(SwroceDevice& dev, unsigned group) noexcept;
 void run_left_requests(SwroceDevice& dev, unsigned group) noexcept;
 
 // pcap= capture (swroce_capture.cpp): opens the file at probe; `capture_frames` copies and writes
-// a burst (no-op when capture is off).
+// a burst (no-op when capture is off: inline, so the data path pays a load, not a call).
 Status open_capture(SwroceDevice& dev);
-void capture_frames(SwroceDevice& dev, unsigned group, rte_mbuf* const* mbufs, std::uint16_t count,
-                    bool transmitted) noexcept;
+void write_capture(SwroceDevice& dev, unsigned group, rte_mbuf* const* mbufs, std::uint16_t count,
+                   bool transmitted) noexcept;
+inline void capture_frames(SwroceDevice& dev, unsigned group, rte_mbuf* const* mbufs,
+                           std::uint16_t count, bool transmitted) noexcept {
+    if (PRDMA_UNLIKELY(dev.capture != nullptr) && count != 0) {
+        write_capture(dev, group, mbufs, count, transmitted);
+    }
+}
 
 // ARP and neighbour discovery on the data path (neighbour.cpp): answers requests for our address
 // and records resolutions; false for a frame that is neither (it is then looked at as RoCE).
@@ -360,7 +366,12 @@ bool handle_neighbour_frame(SwroceDevice& dev, std::span<const std::uint8_t> fra
                             rte_mbuf* received = nullptr) noexcept;
 // A few byte compares: RoCE frames skip the resolvers.
 inline bool is_neighbour_frame(std::span<const std::uint8_t> frame) noexcept {
-    return is_arp_frame(frame) || is_icmpv6_frame(frame);
+    if (PRDMA_UNLIKELY(frame.size() < ethernet_header_size)) {
+        return false;
+    }
+    // One EtherType load decides for the RoCE frames over IPv4 that make up the traffic.
+    const std::uint16_t type = roce::load_be16(frame.data() + 12);
+    return type == ethertype_arp || (type == roce::ethertype_ipv6 && is_icmpv6_frame(frame));
 }
 
 } // namespace prdma::swroce

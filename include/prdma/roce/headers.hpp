@@ -383,9 +383,11 @@ inline HeaderError decode_bth(std::span<const std::uint8_t> in, Bth& out) noexce
     out.pkey = load_be16(p + 2);
     out.fecn = (p[4] & 0x80U) != 0;
     out.becn = (p[4] & 0x40U) != 0;
-    out.dest_qp = load_be24(p + 5);
-    out.ack_req = (p[8] & 0x80U) != 0;
-    out.psn = load_be24(p + 9);
+    // The 24-bit fields as the low bits of their whole words: one load each, not three.
+    out.dest_qp = load_be32(p + 4) & 0xffffffU;
+    const std::uint32_t psn_word = load_be32(p + 8);
+    out.ack_req = (psn_word & 0x80000000U) != 0;
+    out.psn = psn_word & 0xffffffU;
     return HeaderError::ok;
 }
 
