@@ -44,6 +44,7 @@ struct SwroceCounters {
     std::uint64_t rx_ud_too_long = 0;     // UD SENDs longer than the receive (local length error)
     std::uint64_t rx_bad_ack = 0;         // an ACK/response for a PSN never sent
     std::uint64_t duplicates = 0;
+    std::uint64_t kept_past_gap = 0; // requests kept behind a missing one instead of dropped
     std::uint64_t naks_sent = 0;
     std::uint64_t naks_received = 0;
     std::uint64_t retransmissions = 0; // go-back-N restarts, whatever the cause
@@ -106,6 +107,7 @@ void for_each_counter(Visit&& visit, Counters&... c) {
     visit("tx_corrupted_injected", c.tx_faults.corrupted...);
     visit("tx_delayed_injected", c.tx_faults.delayed...);
     visit("duplicates", c.duplicates...);
+    visit("kept_past_gap", c.kept_past_gap...);
     visit("naks_sent", c.naks_sent...);
     visit("naks_received", c.naks_received...);
     visit("retransmissions", c.retransmissions...);

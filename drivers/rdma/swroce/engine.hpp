@@ -140,6 +140,27 @@ void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept;
 void send_ack(SwroceQp& qp, TxBatch& tx) noexcept;
 // Pending READ responses and atomic ACKs, oldest resource first.
 void send_responses(SwroceQp& qp, TxBatch& tx) noexcept;
+// The sequence-error NAK (or none) a request past a gap is owed, as IBTA's responder sends it.
+void nak_gap(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept;
+// The NAK for the gap the kept packets wait behind, once, when it was not only a reordering.
+void nak_kept_gap(SwroceQp& qp) noexcept;
+
+// ---- reorder.cpp: requests that arrive past a gap (ReorderBuffer) ----
+// Keeps `mbuf`, a request of `qp` past a gap (its PSN after the expected one); false when it is
+// not kept (too far ahead, the group keeps its most, or that PSN is kept already): the responder
+// then takes it as IBTA's does.
+bool keep_past_gap(SwroceDevice& dev, unsigned group, SwroceQp& qp, const roce::ParsedFrame& frame,
+                   rte_mbuf* mbuf, std::uint64_t now) noexcept;
+// After the responder took a packet (the expected PSN was `expected_before`): runs the kept
+// packets its filling the gap put in sequence, through `frame` (the group's scratch), or lets
+// them go when it drew a NAK.
+void run_kept(SwroceDevice& dev, unsigned group, SwroceQp& qp, roce::ParsedFrame& frame,
+              std::uint32_t expected_before, std::uint64_t now) noexcept;
+// Sends the NAK for a gap open longer than a reordering takes (from the QP's turn in a progress
+// whose burst emptied the port's queue, so a late packet is not still waiting there).
+void nak_overdue_gap(SwroceQp& qp, std::uint64_t now) noexcept;
+// Frees every kept packet (the QP is reset, flushed, destroyed or given a new receive PSN).
+void release_kept(SwroceQp& qp) noexcept;
 
 // ---- completer.cpp ----
 // One ACK, NAK, READ response or atomic ACK for the requester of `qp`.

@@ -80,9 +80,13 @@ public:
     static constexpr unsigned mempool_cache_size = 256;
     // Lcores that take mbufs from a group's pool: its owner and the control lcore (ARP).
     static constexpr unsigned mempool_lcores = 2;
-    // mbufs the driver holds outside the port at once: an rx burst, a tx burst being built and
-    // the group's stash of mbufs taken in bulk for the next frames.
-    static constexpr unsigned mbufs_held_by_driver = 2 * 64 + 32;
+    // Received requests a group's QPs may keep past PSN gaps at once (reorder.cpp): each from
+    // the pool of the queue it arrived on, which is the QP's own group's (handed-over frames are
+    // not kept; on a ring port, whose frames are the sender's mbufs, the peer's pool).
+    static constexpr unsigned mbufs_kept_past_gaps = 256;
+    // mbufs the driver holds outside the port at once: an rx burst, a tx burst being built, the
+    // group's stash of mbufs taken in bulk for the next frames, and the requests kept past gaps.
+    static constexpr unsigned mbufs_held_by_driver = 2 * 64 + 32 + mbufs_kept_past_gaps;
     static constexpr std::uint16_t mbuf_data_room = RTE_PKTMBUF_HEADROOM + max_roce_frame_size;
 
     // Pool size for a queue group: every rx descriptor holds an mbuf, every tx descriptor may

@@ -17,6 +17,7 @@
 #include <prdma/rdmadev/driver.hpp>
 #include <prdma/roce/packet.hpp>
 
+#include "reorder_buffer.hpp"
 #include "response_map.hpp"
 #include "send_window.hpp"
 #include "work_ring.hpp"
@@ -254,6 +255,9 @@ struct ResponderState {
     bool ack_pending = false;
     std::uint32_t ack_psn = 0;
     std::uint8_t ack_syndrome = 0;
+    // Packets that came past a gap, waiting for it to fill (reorder.cpp). They hold mbufs: freed
+    // by release_kept before the state is reset or the QP goes away.
+    ReorderBuffer kept;
 };
 
 // A frame of the QP's, made from its template whenever its peer may have changed (see

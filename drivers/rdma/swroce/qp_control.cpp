@@ -159,6 +159,7 @@ void free_qp(SwroceDevice& dev, SwroceQp* qp) {
     while (take_doorbells(dev, qp->queue_group) != 0) {
     }
     deactivate(*dev.groups[qp->queue_group], *qp);
+    release_kept(*qp);
     {
         const std::lock_guard lock(dev.qp_free_mutex);
         dev.qps[slot].reset();
@@ -194,6 +195,7 @@ void apply_modify(SwroceQp& qp, const QpModify& modify) noexcept {
         qp.req.sent_psn = qp.req.acked_psn;
     }
     if (mask.has(rdma::qp_attr_rq_psn)) {
+        release_kept(qp); // kept behind the old sequence
         qp.resp.expected_psn = attr.rq_psn;
     }
     if (mask.has(rdma::qp_attr_retry_cnt)) {
@@ -217,6 +219,7 @@ void apply_modify(SwroceQp& qp, const QpModify& modify) noexcept {
         // duplicate of an old request could be answered from.
         qp.req = RequesterState{};
         set_timer_periods(qp);
+        release_kept(qp);
         qp.resp = ResponderState{};
         qp.error_reported = false;
     }

@@ -48,8 +48,8 @@ void receive(SwroceDevice& dev, unsigned group, RxBurst& burst, std::uint64_t no
         const bool neighbour =
             group == 0 && is_neighbour_frame(bytes) &&
             handle_neighbour_frame(dev, bytes, now, state.counters, burst.mbufs[i]);
-        // handle_frame keeps the mbuf only if it hands it on again, which a frame for one of our
-        // QPs never needs.
+        // handle_frame keeps the mbuf only to hand it on again or past a gap, neither of which it
+        // does with a handed-over frame.
         if (neighbour || !handle_frame(dev, group, burst.mbufs[i], now, true, frame)) {
             done[freed++] = burst.mbufs[i];
         }
@@ -93,6 +93,9 @@ bool serve(SwroceDevice& dev, unsigned group, SwroceQp& qp, TxBatch& tx,
             send_responses(qp, tx);
         }
     }
+    if (PRDMA_UNLIKELY(!qp.resp.kept.empty())) {
+        nak_overdue_gap(qp, now);
+    }
     // The owed ACK goes behind every response still to go: it covers each PSN before its own, and
     // responses leave in PSN order (IBTA 9.7.5.1). Ahead of an atomic ACK or a READ response of an
     // earlier request, it tells the requester that answer was lost, and it asks again.
@@ -117,7 +120,7 @@ bool serve(SwroceDevice& dev, unsigned group, SwroceQp& qp, TxBatch& tx,
 // counts: serving it is how it finds out).
 bool has_work(const SwroceQp& qp) noexcept {
     return qp.resp.ack_pending || qp.resp.responses_pending || qp.req.repairs_pending ||
-           qp.req.send_offset < qp.send_queue.size();
+           qp.req.send_offset < qp.send_queue.size() || !qp.resp.kept.empty();
 }
 
 // A progress serves the active QPs; this one in `full_scan_interval` serves every QP of the
@@ -228,6 +231,7 @@ std::uint16_t progress_group(SwroceDevice& dev, unsigned group) noexcept {
     const std::uint64_t now = rte_get_tsc_cycles(); // the one clock read of this progress
     receive(dev, group, burst, now);
     QueueGroupState& state = *dev.groups[group];
+    state.rx_drained = burst.count < rx_burst_size;
     // The resolver's timers belong with its frames, to whoever drives group 0 now (a poller, the
     // service, a claiming poll or the control path): a resolution retries and gives up whoever
     // that is.

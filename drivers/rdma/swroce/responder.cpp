@@ -82,6 +82,7 @@ void refuse(SwroceQp& qp, const Request& r, ResponderError reason, roce::NakCode
 }
 
 void receiver_not_ready(SwroceQp& qp, const Request& r) noexcept {
+    release_kept(qp); // the requester resends from here after the RNR wait
     count(qp, ResponderError::receiver_not_ready);
     queue_ack(qp, r.psn, roce::rnr_nak_syndrome(qp.attr->min_rnr_timer));
     count_event(qp, &QpCounters::naks_sent, &SwroceCounters::naks_sent);
@@ -156,19 +157,7 @@ bool check_psn(SwroceQp& qp, const Request& r) noexcept {
     if (delta == 0) {
         return true;
     }
-    // A gap: one NAK, then again only when the requester shows it lost that NAK or its
-    // retransmission: a packet at or before the highest seen since (it went back again), or one
-    // that asks for an acknowledgement (it waits for one that never came).
-    const bool first_nak = !resp.nak_sent;
-    const bool new_pass = !first_nak && !roce::psn_after(r.psn, resp.nak_highest_psn);
-    if (first_nak || new_pass || r.frame.bth.ack_req) {
-        count(qp, ResponderError::psn_sequence);
-        queue_nak(qp, roce::NakCode::psn_sequence_error, resp.expected_psn);
-        resp.nak_sent = true;
-    }
-    if (first_nak || new_pass || roce::psn_after(r.psn, resp.nak_highest_psn)) {
-        resp.nak_highest_psn = r.psn;
-    }
+    nak_gap(qp, r.frame);
     return false;
 }
 
@@ -448,6 +437,35 @@ void execute_read_atomic(SwroceQp& qp, const Request& r) noexcept {
 // ud.cpp's way in; execute_send's call stays inlined.
 bool place_in_receive(SwroceQp& qp, std::span<const std::uint8_t> payload) noexcept {
     return scatter(qp, payload);
+}
+
+void nak_gap(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
+    // One NAK, then again only when the requester shows it lost that NAK or its retransmission:
+    // a packet at or before the highest seen since (it went back again), or one that asks for an
+    // acknowledgement (it waits for one that never came).
+    ResponderState& resp = qp.resp;
+    const std::uint32_t psn = frame.bth.psn;
+    const bool first_nak = !resp.nak_sent;
+    const bool new_pass = !first_nak && !roce::psn_after(psn, resp.nak_highest_psn);
+    if (first_nak || new_pass || frame.bth.ack_req) {
+        count(qp, ResponderError::psn_sequence);
+        queue_nak(qp, roce::NakCode::psn_sequence_error, resp.expected_psn);
+        resp.nak_sent = true;
+    }
+    if (first_nak || new_pass || roce::psn_after(psn, resp.nak_highest_psn)) {
+        resp.nak_highest_psn = psn;
+    }
+}
+
+void nak_kept_gap(SwroceQp& qp) noexcept {
+    ResponderState& resp = qp.resp;
+    if (resp.nak_sent || resp.kept.empty()) {
+        return;
+    }
+    count(qp, ResponderError::psn_sequence);
+    queue_nak(qp, roce::NakCode::psn_sequence_error, resp.expected_psn);
+    resp.nak_sent = true;
+    resp.nak_highest_psn = resp.kept.highest();
 }
 
 void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {

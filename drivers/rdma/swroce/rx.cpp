@@ -102,7 +102,17 @@ bool handle_frame(SwroceDevice& dev, unsigned group, rte_mbuf* mbuf, std::uint64
         op == roce::Operation::rdma_read_response) {
         complete(*qp, frame, now);
     } else if (qp->state() != rdma::QpState::err) {
+        // A handed-over frame is from another group's pool, which this group does not budget.
+        if (PRDMA_UNLIKELY(roce::psn_after(frame.bth.psn, qp->resp.expected_psn)) && !handed_over &&
+            keep_past_gap(dev, group, *qp, frame, mbuf, now)) {
+            activate(*dev.groups[group], *qp); // its gap's NAK may come due
+            return true;
+        }
+        const std::uint32_t expected = qp->resp.expected_psn;
         respond(*qp, frame);
+        if (PRDMA_UNLIKELY(!qp->resp.kept.empty())) {
+            run_kept(dev, group, *qp, frame, expected, now);
+        }
     }
     activate(*dev.groups[group], *qp); // an ACK, a response, or a window opened for its requester
     return false;

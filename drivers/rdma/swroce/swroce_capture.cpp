@@ -13,6 +13,7 @@
 
 #include <prdma/format.hpp>
 
+#include "engine.hpp"
 #include "swroce_device.hpp"
 #include "swroce_log.hpp"
 
@@ -27,6 +28,11 @@ SwroceDevice::~SwroceDevice() {
         }
         rte_ring_free(ring);
     };
+    for (const auto& qp : qps) {
+        if (qp != nullptr) {
+            release_kept(*qp); // requests kept past a gap, in the pools about to close
+        }
+    }
     for (const auto& group : groups) {
         for (std::uint16_t i = 0; i < group->tx_backlog_count; ++i) {
             rte_pktmbuf_free(group->tx_backlog[i]); // frames that never went out

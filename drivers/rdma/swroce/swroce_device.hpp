@@ -149,6 +149,11 @@ struct QueueGroupState {
     std::vector<SwroceQp*> active;
     std::uint32_t progresses = 0;
     std::uint32_t scans_deferred = 0; // full scans put off while bursts came full (queue_group.cpp)
+    // The last burst emptied the port's queue (it came back short): a packet a gap waits for is
+    // not sitting there (reorder.cpp).
+    bool rx_drained = true;
+    // Received mbufs the group's QPs keep past gaps: bounded, so the port's pool keeps room.
+    std::uint32_t kept_frames = 0;
     // The thread that polls this group (0 until one does), or a control thread acting on it with
     // control_hold_bit set (GroupHold); the control path drives only groups nobody claimed, or
     // that its own thread claimed. Under progress=service the service holds it for one progress

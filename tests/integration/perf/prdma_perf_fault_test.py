@@ -33,9 +33,9 @@ class Fault:
 # same way on both sides, so both directions (requests and data one way, ACKs and responses the
 # other) suffer it. Loss is injected on transmit at 1 % and on receive at 10 %, the others in
 # both places at once, so every place a fault is injected is covered. Over memif the received
-# mbufs are the receiver's own, so holding them on receive is safe. A reordered frame overtaken
-# by later ones is a gap at the responder (a NAK) or at the requester (a READ restart), so it is
-# resent like a lost one.
+# mbufs are the receiver's own, so holding them on receive is safe. A request overtaken by later
+# ones is a gap the responder keeps those later ones behind until it fills (kept_past_gap), not
+# one it NAKs at once.
 FAULTS = {
     'drop_1pct': Fault(',tx_drop=0.01,seed=11', ',tx_drop=0.01,seed=12',
                        ('tx_dropped_injected',), ('retransmissions',)),
@@ -43,7 +43,7 @@ FAULTS = {
                         ('rx_dropped_injected',), ('retransmissions',)),
     'reorder': Fault(',rx_reorder=0.03,tx_reorder=0.03,reorder_depth=3,seed=31',
                      ',rx_reorder=0.03,tx_reorder=0.03,reorder_depth=3,seed=32',
-                     ('rx_reordered_injected', 'tx_reordered_injected'), ('retransmissions',)),
+                     ('rx_reordered_injected', 'tx_reordered_injected'), ('kept_past_gap',)),
     'duplicate': Fault(',rx_duplicate=0.03,tx_duplicate=0.03,seed=41',
                        ',rx_duplicate=0.03,tx_duplicate=0.03,seed=42',
                        ('rx_duplicated_injected', 'tx_duplicated_injected'), ('duplicates',)),

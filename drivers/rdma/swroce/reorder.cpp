@@ -1,0 +1,122 @@
+// Requests that arrive past a gap (issue 30). IBTA's responder drops them and NAKs the gap at
+// once, so one packet overtaken on the way costs the requester a go-back-N pass over everything
+// it sent since. Here they wait in the QP's ReorderBuffer: the packet that fills the gap runs them
+// in order behind it, and the NAK goes only when the gap is more than a reordering (enough packets
+// wait behind it, or it stays open past a short delay). Once the NAK is on its way the requester
+// goes back and resends all of it, so what was kept is let go then, and nothing more is kept until
+// the gap fills.
+#include <rte_mbuf.h>
+
+#include "engine.hpp"
+
+namespace prdma::swroce {
+
+namespace {
+
+// Kept packets that make a gap a loss, not a reordering: about twice the depth links reorder by
+// (swroce's own reorder devarg passes 3 frames by default).
+constexpr std::uint32_t nak_after_kept = 8;
+// How long a gap may stay open before it is NAKed (microseconds), once the port's queue is empty
+// (a late packet is not waiting there), and at the latest whatever the queue holds: a packet not
+// in by then is taken for lost.
+constexpr std::uint64_t gap_nak_delay_us = 20;
+constexpr std::uint64_t gap_nak_limit_us = 4 * gap_nak_delay_us;
+
+void release(SwroceQp& qp, rte_mbuf* mbuf) noexcept {
+    rte_pktmbuf_free(mbuf);
+    --qp.device->groups[qp.queue_group]->kept_frames;
+}
+
+// The gap is a loss: its NAK, and what was kept behind it let go (the requester resends it all).
+void give_up_gap(SwroceQp& qp, const roce::ParsedFrame* frame) noexcept {
+    if (frame != nullptr) {
+        nak_gap(qp, *frame);
+    } else {
+        nak_kept_gap(qp);
+    }
+    release_kept(qp);
+}
+
+} // namespace
+
+bool keep_past_gap(SwroceDevice& dev, unsigned group, SwroceQp& qp, const roce::ParsedFrame& frame,
+                   rte_mbuf* mbuf, std::uint64_t now) noexcept {
+    QueueGroupState& state = *dev.groups[group];
+    ResponderState& resp = qp.resp;
+    const std::int32_t ahead = roce::psn_diff(frame.bth.psn, resp.expected_psn);
+    if (resp.nak_sent || ahead <= 0 || static_cast<std::uint32_t>(ahead) > ReorderBuffer::reach ||
+        state.kept_frames >= SwrocePort::mbufs_kept_past_gaps) {
+        return false;
+    }
+    rte_mbuf* stale = nullptr;
+    if (!resp.kept.keep(frame.bth.psn, mbuf, &stale)) {
+        return false; // sent again: the requester went back, or probes
+    }
+    if (stale != nullptr) {
+        release(qp, stale);
+    }
+    ++state.kept_frames;
+    ++state.counters.kept_past_gap;
+    if (resp.kept.count() == 1) {
+        resp.kept.gap_since = now;
+    }
+    if (resp.kept.count() >= nak_after_kept) {
+        // Kept, and let go with the rest: the caller must not free it.
+        give_up_gap(qp, &frame);
+    }
+    return true;
+}
+
+void run_kept(SwroceDevice& dev, unsigned group, SwroceQp& qp, roce::ParsedFrame& frame,
+              std::uint32_t expected_before, std::uint64_t now) noexcept {
+    ResponderState& resp = qp.resp;
+    if (resp.nak_sent) {
+        release_kept(qp); // a packet that could not be kept was NAKed: the requester goes back
+        return;
+    }
+    if (resp.expected_psn == expected_before) {
+        return; // the gap is still open
+    }
+    // Checked when they arrived: parsed again for their fields only.
+    roce::ParseOptions options;
+    options.verify_icrc = false;
+    options.verify_ipv4_checksum = false;
+    options.transport_fields_only = true;
+    while (!resp.kept.empty()) {
+        rte_mbuf* mbuf = resp.kept.take(resp.expected_psn);
+        if (mbuf == nullptr) {
+            break;
+        }
+        --dev.groups[group]->kept_frames;
+        const std::span<const std::uint8_t> bytes(rte_pktmbuf_mtod(mbuf, const std::uint8_t*),
+                                                  rte_pktmbuf_data_len(mbuf));
+        if (roce::parse_roce_frame(bytes, frame, options) == roce::ParseError::ok) {
+            respond(qp, frame); // an RNR or error NAK lets the rest go (receiver_not_ready, ERR)
+        }
+        rte_pktmbuf_free(mbuf);
+    }
+    // A READ's span can step over kept PSNs; what is left waits behind a new gap.
+    resp.kept.drop_behind(resp.expected_psn, false, [&](rte_mbuf* m) { release(qp, m); });
+    if (!resp.kept.empty()) {
+        resp.kept.gap_since = now;
+    }
+}
+
+void nak_overdue_gap(SwroceQp& qp, std::uint64_t now) noexcept {
+    const SwroceDevice& dev = *qp.device;
+    const std::uint64_t age = now - qp.resp.kept.gap_since;
+    const std::uint64_t cycles_per_us = dev.tsc_hz / 1000000;
+    const bool drained = dev.groups[qp.queue_group]->rx_drained;
+    if (age >= cycles_per_us * (drained ? gap_nak_delay_us : gap_nak_limit_us)) {
+        give_up_gap(qp, nullptr);
+    }
+}
+
+void release_kept(SwroceQp& qp) noexcept {
+    if (qp.resp.kept.empty()) {
+        return; // every RNR, flush and destroy comes here
+    }
+    qp.resp.kept.drop_behind(0, true, [&](rte_mbuf* m) { release(qp, m); });
+}
+
+} // namespace prdma::swroce
