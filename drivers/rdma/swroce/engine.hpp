@@ -156,8 +156,9 @@ bool keep_past_gap(SwroceDevice& dev, unsigned group, SwroceQp& qp, const roce::
 // them go when it drew a NAK.
 void run_kept(SwroceDevice& dev, unsigned group, SwroceQp& qp, roce::ParsedFrame& frame,
               std::uint32_t expected_before, std::uint64_t now) noexcept;
-// Sends the NAK for a gap open longer than a reordering takes (from the QP's turn in a progress
-// whose burst emptied the port's queue, so a late packet is not still waiting there).
+// From the QP's turn in a progress: the NAK for a gap open longer than a reordering takes (20 us
+// once a burst emptied the port's queue, so a late packet is not still waiting there; 80 us in
+// any case), and what was kept behind it let go.
 void nak_overdue_gap(SwroceQp& qp, std::uint64_t now) noexcept;
 // Frees every kept packet (the QP is reset, flushed, destroyed or given a new receive PSN).
 void release_kept(SwroceQp& qp) noexcept;

@@ -28,12 +28,8 @@ void release(SwroceQp& qp, rte_mbuf* mbuf) noexcept {
 }
 
 // The gap is a loss: its NAK, and what was kept behind it let go (the requester resends it all).
-void give_up_gap(SwroceQp& qp, const roce::ParsedFrame* frame) noexcept {
-    if (frame != nullptr) {
-        nak_gap(qp, *frame);
-    } else {
-        nak_kept_gap(qp);
-    }
+void give_up_gap(SwroceQp& qp) noexcept {
+    nak_kept_gap(qp);
     release_kept(qp);
 }
 
@@ -62,7 +58,7 @@ bool keep_past_gap(SwroceDevice& dev, unsigned group, SwroceQp& qp, const roce::
     }
     if (resp.kept.count() >= nak_after_kept) {
         // Kept, and let go with the rest: the caller must not free it.
-        give_up_gap(qp, &frame);
+        give_up_gap(qp);
     }
     return true;
 }
@@ -108,7 +104,7 @@ void nak_overdue_gap(SwroceQp& qp, std::uint64_t now) noexcept {
     const std::uint64_t cycles_per_us = dev.tsc_hz / 1000000;
     const bool drained = dev.groups[qp.queue_group]->rx_drained;
     if (age >= cycles_per_us * (drained ? gap_nak_delay_us : gap_nak_limit_us)) {
-        give_up_gap(qp, nullptr);
+        give_up_gap(qp);
     }
 }
 

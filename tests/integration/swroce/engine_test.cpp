@@ -2294,6 +2294,12 @@ protected:
         }
         return true;
     }
+    // A 64-byte WRITE ONLY of `byte`s to the start of b's region, with `psn`.
+    bool inject_write(std::uint32_t psn, std::uint8_t byte) {
+        roce::FrameHeaders h = from_a(roce::Opcode::rc_rdma_write_only, psn);
+        h.reth = {b_->addr(), b_->mr.rkey(), 64};
+        return inject(h, std::vector<std::uint8_t>(64, byte));
+    }
     // Polls b alone for a while (a must not answer for the peer these tests play).
     std::vector<WorkCompletion> poll_b(int rounds = 200) {
         std::vector<WorkCompletion> done;
@@ -2361,19 +2367,14 @@ TEST_F(PeerFrameTest, SendMiddleOrLastWithoutFirstTouchesNoReceiveBuffer) {
 // three WRITEs to the same bytes, the last two first, leave the last one's bytes.
 TEST_F(PeerFrameTest, RequestsPastAGapRunInOrderWhenItFills) {
     std::memset(b_->data(), 0x5a, 256);
-    const auto write = [&](std::uint32_t psn, std::uint8_t byte) {
-        roce::FrameHeaders h = from_a(roce::Opcode::rc_rdma_write_only, psn);
-        h.reth = {b_->addr(), b_->mr.rkey(), 64};
-        return inject(h, std::vector<std::uint8_t>(64, byte));
-    };
-    ASSERT_TRUE(write(1002, 0x33));
-    ASSERT_TRUE(write(1001, 0x22));
+    ASSERT_TRUE(inject_write(1002, 0x33));
+    ASSERT_TRUE(inject_write(1001, 0x22));
     (void)poll_b(1); // one burst: the gap is not yet older than its NAK's delay
     EXPECT_EQ(counter(*b_, "kept_past_gap"), 2U);
     for (std::size_t i = 0; i < 256; ++i) {
         ASSERT_EQ(b_->data()[i], 0x5a) << "nothing runs before the gap fills: byte " << i;
     }
-    ASSERT_TRUE(write(1000, 0x11));
+    ASSERT_TRUE(inject_write(1000, 0x11));
     (void)poll_b(1); // filled before the NAK came due
     for (std::size_t i = 0; i < 64; ++i) {
         ASSERT_EQ(b_->data()[i], 0x33) << "the last WRITE in PSN order wins: byte " << i;
@@ -2386,11 +2387,8 @@ TEST_F(PeerFrameTest, RequestsPastAGapRunInOrderWhenItFills) {
 // A gap still open once a reordering would have filled it is a loss: NAKed, as IBTA's responder
 // does at once, and what was kept behind it let go (the requester resends all of it).
 TEST_F(PeerFrameTest, AGapThatStaysOpenIsNakedAndWhatWaitedLetGo) {
-    for (std::uint32_t psn : {1001U, 1002U}) {
-        roce::FrameHeaders h = from_a(roce::Opcode::rc_rdma_write_only, psn);
-        h.reth = {b_->addr(), b_->mr.rkey(), 64};
-        ASSERT_TRUE(inject(h, std::vector<std::uint8_t>(64, 0x55)));
-    }
+    ASSERT_TRUE(inject_write(1001, 0x55));
+    ASSERT_TRUE(inject_write(1002, 0x55));
     (void)poll_b(1);
     EXPECT_EQ(rte_mempool_in_use_count(pool_), 2U) << "both kept";
     EXPECT_EQ(counter(*b_, "naks_sent"), 0U) << "not at once";
@@ -2403,11 +2401,8 @@ TEST_F(PeerFrameTest, AGapThatStaysOpenIsNakedAndWhatWaitedLetGo) {
 
 // Kept packets hold the port's mbufs: destroying the QP gives them back.
 TEST_F(PeerFrameTest, KeptPacketsGoBackToThePoolWithTheirQp) {
-    for (std::uint32_t psn : {1002U, 1003U}) {
-        roce::FrameHeaders h = from_a(roce::Opcode::rc_rdma_write_only, psn);
-        h.reth = {b_->addr(), b_->mr.rkey(), 64};
-        ASSERT_TRUE(inject(h, std::vector<std::uint8_t>(64, 0x44)));
-    }
+    ASSERT_TRUE(inject_write(1002, 0x44));
+    ASSERT_TRUE(inject_write(1003, 0x44));
     (void)poll_b(1); // before the gap's NAK lets them go
     EXPECT_EQ(rte_mempool_in_use_count(pool_), 2U) << "both kept";
     ASSERT_TRUE(b_->qp.destroy().ok());
