@@ -52,6 +52,7 @@ constexpr OptionSpec option_specs[] = {
     {0, "stats", false},
     {0, "perform_warm_up", false},
     {0, "use-srq", false},
+    {0, "selective-repeat", false},
     {0, "verify", false},
     {0, "verify-corrupt-at", true},
 };
@@ -315,6 +316,9 @@ Status check_modes(PerfOptions& o) {
         // A lost datagram would read as a corrupted one.
         return bad("-c UD with --verify is not supported");
     }
+    if (o.ud && o.selective_repeat) {
+        return bad("--selective-repeat is RC's: a datagram is never resent");
+    }
     if (o.use_srq && o.verify) {
         return bad("--verify checks each QP's messages in that QP's receive buffers; with "
                    "--use-srq any QP takes any buffer: they cannot be combined");
@@ -553,6 +557,8 @@ Result<PerfOptions> parse_perf_options(TestId test, std::span<const std::string>
             o.warm_up = true;
         } else if (name == "use-srq") {
             o.use_srq = true;
+        } else if (name == "selective-repeat") {
+            o.selective_repeat = true;
         } else if (name == "verify") {
             o.verify = true;
         } else if (name == "verify-corrupt-at") {
@@ -710,6 +716,8 @@ std::string usage(TestId test) {
            "      --json               the same JSON objects on stdout instead of the tables,\n"
            "                           one per result, each on one line\n"
            "      --stats              the device's counters on stderr at the end\n"
+           "      --selective-repeat   RC: after a loss resend only what the peer NAKs; give\n"
+           "                           it to both sides, and only when the peer is prdma\n"
            "      --verify             patterned payloads; the receiving side checks every byte\n"
            "                           and exits 1 on a mismatch (give it to both sides)\n"
            "      --verify-corrupt-at=<n>  testing aid for --verify: damage one byte of\n"

@@ -69,6 +69,8 @@ struct PerfOptions {
     bool verify = false;  // --verify: patterned payloads, every received byte checked
     bool use_srq = false; // --use-srq: every QP takes its receives from one SRQ (SEND tests)
     bool ud = false;      // -c UD: datagrams to an address handle per QP (SEND tests)
+    // --selective-repeat: the peer is prdma-perf given it too (QpAttr::selective_repeat)
+    bool selective_repeat = false;
     std::optional<std::uint64_t> verify_corrupt_at; // --verify-corrupt-at: a test aid (verify.hpp)
     bool help = false;
     bool version = false;

@@ -43,6 +43,7 @@ Result<PerfSession> PerfSession::open(const PerfOptions& options) {
     s.device_ = device;
     s.out_reads_ = options.out_reads;
     s.qp_timeout_ = options.qp_timeout;
+    s.selective_repeat_ = options.selective_repeat;
 
     const auto device_info = s.context_.device_info();
     if (!device_info) {
@@ -217,6 +218,7 @@ Status PerfSession::connect(const std::vector<KeyMessage>& mine,
         rdma::ConnectOptions options;
         options.path_mtu = mtu;
         options.timeout = qp_timeout_;
+        options.selective_repeat = selective_repeat_;
         options.max_dest_rd_atomic = static_cast<std::uint8_t>(mine[i].out_reads);
         options.max_rd_atomic =
             static_cast<std::uint8_t>(std::min(mine[i].out_reads, theirs[i].out_reads));

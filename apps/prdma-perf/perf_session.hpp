@@ -110,6 +110,7 @@ private:
     VerifyBuffers verify_;
     std::uint32_t out_reads_ = 16;
     std::uint8_t qp_timeout_ = 14;
+    bool selective_repeat_ = false; // --selective-repeat
     std::uint32_t max_inline_ = 0;
     std::uint32_t max_cqe_ = 0;
     rdma::DeviceId device_ = rdma::invalid_device;

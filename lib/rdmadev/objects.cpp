@@ -291,6 +291,9 @@ void merge_qp_attr(QpAttr& current, const QpAttr& attr, QpAttrMask mask) {
     if (mask.has(qp_attr_qkey)) {
         current.qkey = attr.qkey;
     }
+    if (mask.has(qp_attr_selective_repeat)) {
+        current.selective_repeat = attr.selective_repeat;
+    }
     if (mask.has(qp_attr_max_dest_rd_atomic)) {
         current.max_dest_rd_atomic = attr.max_dest_rd_atomic;
     }

@@ -51,6 +51,7 @@ QpAttr rtr_attributes(const ConnectionDescriptor& peer, const ConnectOptions& op
     rtr.rq_psn = peer.psn;
     rtr.max_dest_rd_atomic = options.max_dest_rd_atomic;
     rtr.min_rnr_timer = options.min_rnr_timer;
+    rtr.selective_repeat = options.selective_repeat;
     return rtr;
 }
 
@@ -89,7 +90,7 @@ Status QueuePair::connect(const ConnectionDescriptor& peer, const ConnectOptions
     if (state() == QpState::init) {
         constexpr QpAttrMask mask = qp_attr_state | qp_attr_path_mtu | qp_attr_dest |
                                     qp_attr_dest_qpn | qp_attr_rq_psn | qp_attr_max_dest_rd_atomic |
-                                    qp_attr_min_rnr_timer;
+                                    qp_attr_min_rnr_timer | qp_attr_selective_repeat;
         if (Status status = modify(rtr_attributes(peer, options), mask, request_id); !status.ok()) {
             return status; // pending: ARP or the owner; connect() again once it completes
         }

@@ -67,7 +67,7 @@ TransitionRule transition_rule(QpState from, QpState to, QpType type) {
             return {true, {}, qp_attr_port | qp_attr_access_flags};
         }
         if (to == QpState::rtr) {
-            return {true, rtr_required, qp_attr_access_flags};
+            return {true, rtr_required, qp_attr_access_flags | qp_attr_selective_repeat};
         }
         break;
     case QpState::rtr:
@@ -145,15 +145,18 @@ std::string qp_attr_mask_names(QpAttrMask mask) {
         {qp_attr_max_dest_rd_atomic, "max_dest_rd_atomic"},
         {qp_attr_cur_state, "cur_state"},
         {qp_attr_qkey, "qkey"},
+        {qp_attr_selective_repeat, "selective_repeat"},
     };
     std::string text;
+    std::uint32_t known = 0;
     for (const auto& [bit, name] : names) {
+        known |= static_cast<std::uint32_t>(bit);
         if (mask.has(bit)) {
             text += text.empty() ? "" : "|";
             text += name;
         }
     }
-    if ((mask.bits() & ~0xffffU) != 0) {
+    if ((mask.bits() & ~known) != 0) {
         text += text.empty() ? "unknown bits" : "|unknown bits";
     }
     return text;

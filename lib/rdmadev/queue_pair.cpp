@@ -152,6 +152,11 @@ Status QueuePair::modify(const QpAttr& attr, QpAttrMask mask, std::uint64_t requ
                      strformat("max_dest_rd_atomic %u exceeds the device's %u",
                                attr.max_dest_rd_atomic, dev->config.attr.max_qp_init_rd_atomic));
     }
+    if (mask.has(qp_attr_selective_repeat) && attr.selective_repeat &&
+        !dev->config.attr.capability_flags.has(cap_selective_repeat)) {
+        return Error(StatusCode::not_supported,
+                     strformat("device %s has no selective repeat", dev->config.name.c_str()));
+    }
     if (mask.any_of(qp_attr_rq_psn | qp_attr_sq_psn) &&
         ((attr.rq_psn | attr.sq_psn) & ~0xffffffU) != 0) {
         return Error(StatusCode::invalid_parameter, "PSNs are 24-bit");

@@ -2,7 +2,9 @@
 // to prdma's), query, destroy. RC and UD.
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include <prdma/format.hpp>
 
@@ -132,6 +134,19 @@ Result<rdma::QpAttr> attr_of(const ibv_qp_attr& in, int mask) {
     return out;
 }
 
+// Verbs has no attribute for it: PRDMA_SELECTIVE_REPEAT=1, given to both programs (each peer
+// prdma), sets QpAttr::selective_repeat on every RC QP's way to RTR.
+void ask_selective_repeat(rdma::QpAttr& attr, rdma::QpAttrMask& mask) {
+    static const bool wanted = [] {
+        const char* text = std::getenv("PRDMA_SELECTIVE_REPEAT");
+        return text != nullptr && std::string_view(text) == "1";
+    }();
+    if (wanted && mask.has(rdma::qp_attr_state) && attr.state == rdma::QpState::rtr) {
+        attr.selective_repeat = true;
+        mask |= rdma::qp_attr_selective_repeat;
+    }
+}
+
 Status check_init(const ibv_qp_init_attr& init) {
     if (init.qp_type != IBV_QPT_RC && init.qp_type != IBV_QPT_UD) {
         return Error(StatusCode::not_supported, "only RC and UD QPs are supported (not UC or XRC)");
@@ -257,6 +272,9 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
         return errno;
     }
     auto& shim = shim_of<ShimQp>(qp);
+    if (!shim.ud) {
+        prdma::verbs::ask_selective_repeat(prdma_attr.value(), prdma_mask.value());
+    }
     ShimContext& context = prdma::verbs::shim_context(qp->context);
     const std::lock_guard lock(context.control_mutex());
     const std::uint64_t request = prdma::verbs::next_request(context);

@@ -255,6 +255,19 @@ void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) n
         return;
     case roce::AethClass::nak_psn_sequence_error:
         acknowledge(qp, roce::psn_sub(psn, 1), now);
+        if (qp.state() == rdma::QpState::err) {
+            return; // what it acknowledged failed the QP: nothing is resent
+        }
+        if (qp.attr->selective_repeat) {
+            // A selective-repeat peer names in the MSN one missing PSN at or after the first, and
+            // keeps what came after it. An MSN outside what is unacknowledged is a real MSN: the
+            // peer goes back, after all.
+            const std::uint32_t missing = frame.aeth.msn;
+            if (!roce::psn_after(psn, missing) && was_sent(qp, missing)) {
+                resend_selected(qp, missing, now);
+                return;
+            }
+        }
         (void)fast_restart(qp, psn, now);
         return;
     case roce::AethClass::nak_remote_access_error:

@@ -50,6 +50,8 @@ struct SwroceCounters {
     std::uint64_t retransmissions = 0; // go-back-N restarts, whatever the cause
     std::uint64_t timeouts = 0;        // of them, transport timer expiries
     std::uint64_t probes = 0;          // of them, stalls resent before the transport timer
+    // Not restarts: packets a selective-repeat peer NAKed, resent alone.
+    std::uint64_t selective_resends = 0;
     // Not restarts: lost READ responses and atomic ACKs asked for again by themselves.
     std::uint64_t read_repairs = 0;
     std::uint64_t tx_no_mbuf = 0;
@@ -113,6 +115,7 @@ void for_each_counter(Visit&& visit, Counters&... c) {
     visit("retransmissions", c.retransmissions...);
     visit("timeouts", c.timeouts...);
     visit("probes", c.probes...);
+    visit("selective_resends", c.selective_resends...);
     visit("read_repairs", c.read_repairs...);
     visit("tx_no_mbuf", c.tx_no_mbuf...);
     visit("tx_dropped", c.tx_dropped...);

@@ -142,8 +142,12 @@ void send_ack(SwroceQp& qp, TxBatch& tx) noexcept;
 void send_responses(SwroceQp& qp, TxBatch& tx) noexcept;
 // The sequence-error NAK (or none) a request past a gap is owed, as IBTA's responder sends it.
 void nak_gap(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept;
-// The NAK for the gap the kept packets wait behind, once, when it was not only a reordering.
-void nak_kept_gap(SwroceQp& qp) noexcept;
+// The NAK for the gap the kept packets wait behind, when it was not only a reordering: once, or
+// `again` (a selective-repeat peer whose resend did not come).
+void nak_kept_gap(SwroceQp& qp, bool again = false) noexcept;
+// An ACK for everything taken so far, whether the requests asked for one or not (a filled gap a
+// selective-repeat peer's window waits on); it waits behind the responses still to go.
+void ack_taken(SwroceQp& qp) noexcept;
 
 // ---- reorder.cpp: requests that arrive past a gap (ReorderBuffer) ----
 // Keeps `mbuf`, a request of `qp` past a gap (its PSN after the expected one); false when it is
@@ -160,6 +164,11 @@ void run_kept(SwroceDevice& dev, unsigned group, SwroceQp& qp, roce::ParsedFrame
 // once a burst emptied the port's queue, so a late packet is not still waiting there; 80 us in
 // any case), and what was kept behind it let go.
 void nak_overdue_gap(SwroceQp& qp, std::uint64_t now) noexcept;
+// The same for a selective-repeat peer, whose kept packets stay: a NAK for each PSN missing
+// behind them (of the first missing PSN, naming the missing one in its MSN), once four later ones
+// came or the gap is overdue as above, and for the first missing one again every 40 us while it
+// stays missing.
+void nak_missing(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept;
 // Frees every kept packet (the QP is reset, flushed, destroyed or given a new receive PSN).
 void release_kept(SwroceQp& qp) noexcept;
 
@@ -194,6 +203,10 @@ void skip_acknowledged(SwroceQp& qp) noexcept;
 // The restart a sequence-error NAK asks for, at once; false when it reports a loss already being
 // repaired.
 bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now) noexcept;
+// What a selective-repeat peer's sequence-error NAK naming `psn` (in its MSN) asks of the
+// requester: that packet alone, at once (a READ or atomic request: asked again), nothing after
+// it; the same NAK again before the resend could have arrived is ignored.
+void resend_selected(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept;
 // Responses [from, end) of a READ or atomic were lost: the requester's next pass asks for them
 // alone (a READ for just those packets, an atomic again), nothing else is sent again.
 void ask_for_responses(SwroceQp& qp, SendWqe& wqe, std::uint32_t from, std::uint32_t end,

@@ -80,10 +80,11 @@ public:
     static constexpr unsigned mempool_cache_size = 256;
     // Lcores that take mbufs from a group's pool: its owner and the control lcore (ARP).
     static constexpr unsigned mempool_lcores = 2;
-    // Received requests a group's QPs may keep past PSN gaps at once (reorder.cpp): each from
+    // Received requests a group's QPs may keep past PSN gaps at once (reorder.cpp; two windows of
+    // a selective-repeat peer, ReorderBuffer::selective_repeat_reach): each from
     // the pool of the queue it arrived on, which is the QP's own group's (handed-over frames are
     // not kept; on a ring port, whose frames are the sender's mbufs, the peer's pool).
-    static constexpr unsigned mbufs_kept_past_gaps = 256;
+    static constexpr unsigned mbufs_kept_past_gaps = 512;
     // mbufs the driver holds outside the port at once: an rx burst, a tx burst being built, the
     // group's stash of mbufs taken in bulk for the next frames, and the requests kept past gaps.
     static constexpr unsigned mbufs_held_by_driver = 2 * 64 + 32 + mbufs_kept_past_gaps;

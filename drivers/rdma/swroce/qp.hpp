@@ -18,6 +18,7 @@
 #include <prdma/roce/packet.hpp>
 
 #include "reorder_buffer.hpp"
+#include "resend_queue.hpp"
 #include "response_map.hpp"
 #include "send_window.hpp"
 #include "work_ring.hpp"
@@ -221,6 +222,8 @@ struct RequesterState {
     // (a NAK re-sent for an AckReq, more responses past the gap) restarts once.
     std::uint32_t restart_psn = no_psn;
     std::uint64_t restart_tsc = 0;
+    // Packets a selective-repeat peer NAKed, each to go again alone (resend_selected).
+    ResendQueue resends;
     // Round-trip time, smoothed, from one timed AckReq packet at a time (none across a restart,
     // as Karn's rule says): how long the same loss may be reported again.
     std::uint64_t srtt = 0;
@@ -309,6 +312,9 @@ struct SwroceQp {
     std::unique_ptr<rdma::Sge[]> held_sges;
     WorkRing<SendWqe> send_queue;
     WqeStores wqe_stores; // the rooms the queues' slots point into
+    // Room for a selective-repeat peer's packets past a loss (resp.kept lends it), allocated by the
+    // first modify that sets QpAttr::selective_repeat, kept until the QP is destroyed.
+    std::unique_ptr<ReorderBuffer::Slot[]> reorder_room;
     RequesterState req;
     ResponderState resp;
     StatusCode post_error = StatusCode::ok; // why the last post took fewer WRs than offered

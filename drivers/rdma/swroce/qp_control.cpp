@@ -2,6 +2,7 @@
 // flush (pending while work is in flight), and the QP facts the class asks the driver for.
 #include <algorithm>
 #include <cstring>
+#include <span>
 
 #include <rte_cycles.h>
 #include <rte_ether.h>
@@ -198,6 +199,14 @@ void apply_modify(SwroceQp& qp, const QpModify& modify) noexcept {
         release_kept(qp); // kept behind the old sequence
         qp.resp.expected_psn = attr.rq_psn;
     }
+    if (was == rdma::QpState::init && qp.state() == rdma::QpState::rtr) {
+        qp.req.window.ack_often(qp.attr->selective_repeat);
+        // Nothing is kept before RTR: the room can change hands.
+        qp.resp.kept.lend(
+            qp.attr->selective_repeat && qp.reorder_room
+                ? std::span(qp.reorder_room.get(), ReorderBuffer::selective_repeat_reach)
+                : std::span<ReorderBuffer::Slot>());
+    }
     if (mask.has(rdma::qp_attr_retry_cnt)) {
         qp.req.retries_left = attr.retry_cnt;
     }
@@ -221,6 +230,7 @@ void apply_modify(SwroceQp& qp, const QpModify& modify) noexcept {
         set_timer_periods(qp);
         release_kept(qp);
         qp.resp = ResponderState{};
+        qp.attr->selective_repeat = false; // a new connection says again what its peer does
         qp.error_reported = false;
     }
 }
@@ -230,6 +240,12 @@ Status modify_qp(Device& device, void* queue, const rdma::QpAttr& attr, rdma::Qp
     SwroceDevice& dev = swroce(device);
     auto& qp = *static_cast<SwroceQp*>(queue);
     const bool to_rtr = mask.has(rdma::qp_attr_state) && attr.state == rdma::QpState::rtr;
+    if (mask.has(rdma::qp_attr_selective_repeat) && attr.selective_repeat && !qp.reorder_room) {
+        // Here, on the control thread: the QP is in INIT (the mask is INIT -> RTR's only), so its
+        // engine does not look at the room until the modify is applied.
+        qp.reorder_room =
+            std::make_unique<ReorderBuffer::Slot[]>(ReorderBuffer::selective_repeat_reach);
+    }
     if (to_rtr && !attr.dest_mac && qp.type == rdma::QpType::rc) {
         if (!resolves(dev, attr.dest_gid)) {
             return unresolvable_peer(dev, attr.dest_gid);

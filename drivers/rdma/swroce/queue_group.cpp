@@ -94,7 +94,11 @@ bool serve(SwroceDevice& dev, unsigned group, SwroceQp& qp, TxBatch& tx,
         }
     }
     if (PRDMA_UNLIKELY(!qp.resp.kept.empty())) {
-        nak_overdue_gap(qp, now);
+        if (!qp.attr->selective_repeat) {
+            nak_overdue_gap(qp, now);
+        } else if (qp.has_peer_mac()) {
+            nak_missing(qp, tx, now);
+        }
     }
     // The owed ACK goes behind every response still to go: it covers each PSN before its own, and
     // responses leave in PSN order (IBTA 9.7.5.1). Ahead of an atomic ACK or a READ response of an
@@ -120,7 +124,8 @@ bool serve(SwroceDevice& dev, unsigned group, SwroceQp& qp, TxBatch& tx,
 // counts: serving it is how it finds out).
 bool has_work(const SwroceQp& qp) noexcept {
     return qp.resp.ack_pending || qp.resp.responses_pending || qp.req.repairs_pending ||
-           qp.req.send_offset < qp.send_queue.size() || !qp.resp.kept.empty();
+           !qp.req.resends.empty() || qp.req.send_offset < qp.send_queue.size() ||
+           !qp.resp.kept.empty();
 }
 
 // A progress serves the active QPs; this one in `full_scan_interval` serves every QP of the

@@ -5,6 +5,13 @@
 // wait behind it, or it stays open past a short delay). Once the NAK is on its way the requester
 // goes back and resends all of it, so what was kept is let go then, and nothing more is kept until
 // the gap fills.
+//
+// A selective-repeat peer (QpAttr::selective_repeat, agreed out of band) resends only what is
+// NAKed, so nothing kept is let go: every PSN missing behind what was kept is NAKed by itself, as
+// soon as a few packets passed it, the first one again while it stays missing, and the filled gap
+// is acknowledged at once. Each NAK is IBTA's, of the first missing PSN, and names the missing one
+// in its MSN: a requester that does not repeat selectively goes back to the first, as IBTA says
+// (ENGINE.md, "Selective repeat").
 #include <rte_mbuf.h>
 
 #include "engine.hpp"
@@ -16,11 +23,21 @@ namespace {
 // Kept packets that make a gap a loss, not a reordering: about twice the depth links reorder by
 // (swroce's own reorder devarg passes 3 frames by default).
 constexpr std::uint32_t nak_after_kept = 8;
+// A selective-repeat peer's missing PSN is taken for lost once this many later ones came: one
+// more than that reordering, as TCP's three duplicate ACKs.
+constexpr std::uint32_t selective_nak_after_later = 4;
 // How long a gap may stay open before it is NAKed (microseconds), once the port's queue is empty
 // (a late packet is not waiting there), and at the latest whatever the queue holds: a packet not
 // in by then is taken for lost.
 constexpr std::uint64_t gap_nak_delay_us = 20;
 constexpr std::uint64_t gap_nak_limit_us = 4 * gap_nak_delay_us;
+// How long a selective-repeat peer's resend may take before the first missing PSN is NAKed
+// again (the NAK or the resend was lost too; the requester's own timers take a millisecond).
+constexpr std::uint64_t gap_renak_us = 2 * gap_nak_delay_us;
+
+bool selective(const SwroceQp& qp) noexcept {
+    return qp.attr->selective_repeat;
+}
 
 void release(SwroceQp& qp, rte_mbuf* mbuf) noexcept {
     rte_pktmbuf_free(mbuf);
@@ -33,6 +50,18 @@ void give_up_gap(SwroceQp& qp) noexcept {
     release_kept(qp);
 }
 
+// A selective-repeat peer's NAK for `missing` alone: IBTA's sequence-error NAK of the first
+// missing PSN (everything before it was taken), naming `missing` in its MSN field (ENGINE.md,
+// "Selective repeat"); false when the batch has no room or no mbuf.
+bool nak_one(SwroceQp& qp, TxBatch& tx, std::uint32_t missing) noexcept {
+    const roce::Aeth aeth{roce::nak_syndrome(roce::NakCode::psn_sequence_error), missing};
+    if (tx.full() || !emit_ack(qp, tx, qp.resp.expected_psn, aeth)) {
+        return false;
+    }
+    count_event(qp, &QpCounters::naks_sent, &SwroceCounters::naks_sent);
+    return true;
+}
+
 } // namespace
 
 bool keep_past_gap(SwroceDevice& dev, unsigned group, SwroceQp& qp, const roce::ParsedFrame& frame,
@@ -40,7 +69,8 @@ bool keep_past_gap(SwroceDevice& dev, unsigned group, SwroceQp& qp, const roce::
     QueueGroupState& state = *dev.groups[group];
     ResponderState& resp = qp.resp;
     const std::int32_t ahead = roce::psn_diff(frame.bth.psn, resp.expected_psn);
-    if (resp.nak_sent || ahead <= 0 || static_cast<std::uint32_t>(ahead) > ReorderBuffer::reach ||
+    if ((resp.nak_sent && !selective(qp)) || ahead <= 0 ||
+        static_cast<std::uint32_t>(ahead) > resp.kept.reach() ||
         state.kept_frames >= SwrocePort::mbufs_kept_past_gaps) {
         return false;
     }
@@ -55,10 +85,10 @@ bool keep_past_gap(SwroceDevice& dev, unsigned group, SwroceQp& qp, const roce::
     ++state.counters.kept_past_gap;
     if (resp.kept.count() == 1) {
         resp.kept.gap_since = now;
+        resp.kept.naked_to = resp.expected_psn;
     }
-    if (resp.kept.count() >= nak_after_kept) {
-        // Kept, and let go with the rest: the caller must not free it.
-        give_up_gap(qp);
+    if (resp.kept.count() >= nak_after_kept && !selective(qp)) {
+        give_up_gap(qp); // kept, and let go with the rest: the caller must not free it
     }
     return true;
 }
@@ -66,7 +96,7 @@ bool keep_past_gap(SwroceDevice& dev, unsigned group, SwroceQp& qp, const roce::
 void run_kept(SwroceDevice& dev, unsigned group, SwroceQp& qp, roce::ParsedFrame& frame,
               std::uint32_t expected_before, std::uint64_t now) noexcept {
     ResponderState& resp = qp.resp;
-    if (resp.nak_sent) {
+    if (resp.nak_sent && !selective(qp)) {
         release_kept(qp); // a packet that could not be kept was NAKed: the requester goes back
         return;
     }
@@ -95,6 +125,10 @@ void run_kept(SwroceDevice& dev, unsigned group, SwroceQp& qp, roce::ParsedFrame
     resp.kept.drop_behind(resp.expected_psn, false, [&](rte_mbuf* m) { release(qp, m); });
     if (!resp.kept.empty()) {
         resp.kept.gap_since = now;
+        resp.kept.nak_tsc = now; // the new first missing PSN was NAKed at most just now
+    }
+    if (selective(qp)) {
+        ack_taken(qp); // the requester's window moves past what was kept, AckReq or not
     }
 }
 
@@ -105,6 +139,35 @@ void nak_overdue_gap(SwroceQp& qp, std::uint64_t now) noexcept {
     const bool drained = dev.groups[qp.queue_group]->rx_drained;
     if (age >= cycles_per_us * (drained ? gap_nak_delay_us : gap_nak_limit_us)) {
         give_up_gap(qp);
+    }
+}
+
+void nak_missing(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
+    ResponderState& resp = qp.resp;
+    ReorderBuffer& kept = resp.kept;
+    const std::uint64_t cycles_per_us = qp.device->tsc_hz / 1000000;
+    if (roce::psn_diff(kept.naked_to, resp.expected_psn) <= 0) {
+        kept.naked_to = resp.expected_psn; // nothing NAKed past the first missing PSN yet
+    } else if (now - kept.nak_tsc >= cycles_per_us * gap_renak_us &&
+               nak_one(qp, tx, resp.expected_psn)) {
+        kept.nak_tsc = now; // its NAK or its resend was lost
+    }
+    // Missing with enough later ones kept, or every one missing once the gap stays open.
+    const bool drained = qp.device->groups[qp.queue_group]->rx_drained;
+    const bool overdue =
+        now - kept.gap_since >= cycles_per_us * (drained ? gap_nak_delay_us : gap_nak_limit_us);
+    const std::uint32_t end = overdue
+                                  ? roce::psn_next(kept.highest())
+                                  : roce::psn_sub(kept.highest(), selective_nak_after_later - 1);
+    while (roce::psn_after(end, kept.naked_to)) {
+        const std::uint32_t psn = kept.naked_to;
+        if (!kept.holds(psn)) {
+            if (!nak_one(qp, tx, psn)) {
+                return; // at the next progress
+            }
+            kept.nak_tsc = psn == resp.expected_psn ? now : kept.nak_tsc;
+        }
+        kept.naked_to = roce::psn_next(psn);
     }
 }
 

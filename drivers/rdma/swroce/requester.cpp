@@ -255,6 +255,33 @@ void send_repairs(SwroceQp& qp, TxBatch& tx) noexcept {
     }
 }
 
+// A packet a selective-repeat peer NAKed (resend_selected); false when it must wait for the
+// next progress (no mbuf).
+bool send_selected(SwroceQp& qp, TxBatch& tx, std::uint32_t psn) noexcept {
+    const SendWqe* wqe = wqe_holding(qp, psn);
+    if (wqe == nullptr || wqe->is_read_or_atomic() || !roce::psn_after(psn, qp.req.acked_psn)) {
+        return true; // acknowledged meanwhile
+    }
+    const auto index = static_cast<std::uint32_t>(roce::psn_diff(psn, wqe->first_psn));
+    const PacketPlan plan = Segmenter(wqe->wr.opcode, wqe->length, qp.mtu()).packet(index);
+    // Not sent since a restart rewound it (the requester's own pass sends it), or its region went
+    // away (that pass fails it).
+    if (index >= wqe->next_packet || (plan.length > 0 && !wqe->keys_valid())) {
+        return true;
+    }
+    const bool solicited = plan.last && wqe->wr.flags.has(rdma::send_solicited);
+    return emit_request(qp, tx, *wqe,
+                        {plan.opcode, psn, plan.offset, plan.length, true, solicited});
+}
+
+// The packets a selective-repeat peer NAKed, each alone and asking for an ACK, ahead of anything
+// new: the peer keeps what came after them.
+void send_resends(SwroceQp& qp, TxBatch& tx) noexcept {
+    while (!qp.req.resends.empty() && !tx.full() && send_selected(qp, tx, qp.req.resends.front())) {
+        qp.req.resends.pop();
+    }
+}
+
 // A FAST_REG or LOCAL_INV reached in send-queue order: run once (a restart passes it again
 // without running it). False when it failed, or for a WR that failed where it stands: nothing
 // after it is sent, and it completes in error when it reaches the head.
@@ -309,6 +336,9 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
             run_ud_requester(qp, tx);
         }
         return;
+    }
+    if (PRDMA_UNLIKELY(!qp.req.resends.empty())) {
+        send_resends(qp, tx);
     }
     if (qp.req.repairs_pending) {
         send_repairs(qp, tx);

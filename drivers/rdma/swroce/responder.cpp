@@ -457,15 +457,24 @@ void nak_gap(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
     }
 }
 
-void nak_kept_gap(SwroceQp& qp) noexcept {
+void nak_kept_gap(SwroceQp& qp, bool again) noexcept {
     ResponderState& resp = qp.resp;
-    if (resp.nak_sent || resp.kept.empty()) {
+    if ((resp.nak_sent && !again) || resp.kept.empty()) {
         return;
     }
     count(qp, ResponderError::psn_sequence);
     queue_nak(qp, roce::NakCode::psn_sequence_error, resp.expected_psn);
     resp.nak_sent = true;
     resp.nak_highest_psn = resp.kept.highest();
+}
+
+void ack_taken(SwroceQp& qp) noexcept {
+    ResponderState& resp = qp.resp;
+    if (resp.ack_pending &&
+        resp.ack_syndrome == roce::nak_syndrome(roce::NakCode::psn_sequence_error)) {
+        resp.ack_pending = false; // the gap it names is filled
+    }
+    queue_ack(qp, roce::psn_sub(qp.resp.expected_psn, 1), roce::ack_syndrome());
 }
 
 void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
@@ -496,7 +505,13 @@ void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
 }
 
 void send_ack(SwroceQp& qp, TxBatch& tx) noexcept {
-    if (emit_ack(qp, tx, qp.resp.ack_psn, {qp.resp.ack_syndrome, qp.resp.msn & roce::psn_mask})) {
+    // A selective-repeat peer reads a sequence-error NAK's MSN as the PSN to resend (nak_missing):
+    // here the NAKed one itself.
+    const bool names_psn =
+        qp.attr->selective_repeat &&
+        qp.resp.ack_syndrome == roce::nak_syndrome(roce::NakCode::psn_sequence_error);
+    const std::uint32_t msn = names_psn ? qp.resp.ack_psn : qp.resp.msn & roce::psn_mask;
+    if (emit_ack(qp, tx, qp.resp.ack_psn, {qp.resp.ack_syndrome, msn})) {
         qp.resp.ack_pending = false;
     }
 }

@@ -45,10 +45,15 @@ namespace {
 // How long a stall may last before it is probed: eight smoothed round trips and at least 1 ms
 // (a peer's lcore may be descheduled that long on a shared core, and a needless probe still
 // stops the window until it is answered), doubled per probe that brought nothing; never past the
-// transport timer, which alone counts retries.
+// transport timer, which alone counts retries. A selective-repeat peer is probed after three
+// round trips and at least 20 us: there a lost ACK of a filled gap, or a lost resend whose
+// renewed NAK was lost too, would otherwise hold a full window for the millisecond, and the
+// probe is answered by an ACK or by the NAK of what is still missing.
 std::uint64_t probe_wait(const SwroceQp& qp, std::uint32_t probes) noexcept {
-    const std::uint64_t floor = qp.device->tsc_hz / 1'000;
-    const std::uint64_t wait = std::max(8 * qp.req.srtt, floor)
+    // Before a round trip was measured, the go-back-N floor: nothing says the peer is near.
+    const bool selective = qp.attr->selective_repeat && qp.req.srtt != 0;
+    const std::uint64_t floor = qp.device->tsc_hz / (selective ? 50'000 : 1'000);
+    const std::uint64_t wait = std::max((selective ? 3 : 8) * qp.req.srtt, floor)
                                << std::min<std::uint32_t>(probes, 16);
     const std::uint64_t timeout = qp.req.timeout_cycles;
     return timeout == 0 ? wait : std::min(wait, timeout / 2);
@@ -135,6 +140,36 @@ bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now) noexc
     qp.req.restart_psn = from_psn;
     qp.req.restart_tsc = now;
     return true;
+}
+
+void resend_selected(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
+    RequesterState& req = qp.req;
+    // The peer NAKs a PSN again only after 40 us (nak_missing), or when a probe asks: not the
+    // round trips a go-back-N restart waits out, or a lost resend would wait for a probe.
+    if (req.restart_psn == psn && now - req.restart_tsc < qp.device->tsc_hz / 50'000) {
+        return; // NAKed again before our resend could have arrived
+    }
+    SendWqe* wqe = wqe_holding(qp, psn);
+    if (wqe == nullptr) {
+        return;
+    }
+    if (wqe->is_read_or_atomic()) {
+        // The request itself was lost: asked for again whole, as lost responses are. The later
+        // PSNs of a READ's span are its responses' and never come as requests: the peer sees
+        // them missing too, and they ask for nothing.
+        if (psn != wqe->first_psn) {
+            return;
+        }
+        ask_for_responses(qp, *wqe, wqe->responses, wqe->psn_span, now);
+    } else if (!req.resends.push(psn)) {
+        return; // queued already, or no room: the peer NAKs it again
+    }
+    req.restart_psn = psn;
+    req.restart_tsc = now;
+    // The window stays: it bounds what one loss costs a go-back-N peer, and here a loss costs
+    // its one packet (the peer keeps a whole window, ReorderBuffer::selective_repeat_reach).
+    req.timing = false; // Karn: no round-trip sample across a resend
+    ++qp.device->counters_of(qp).selective_resends;
 }
 
 void ask_for_responses(SwroceQp& qp, SendWqe& wqe, std::uint32_t from, std::uint32_t end,

@@ -113,6 +113,7 @@ SendWqe* wqe_holding(SwroceQp& qp, std::uint32_t psn) noexcept {
 
 void flush_queues(SwroceQp& qp) noexcept {
     release_kept(qp);
+    qp.req.resends.clear();
     if (qp.resp.holds_receive) {
         // The WQE a SEND in progress took from the QP's SRQ: it is the QP's to flush.
         rdma::WorkCompletion wc;

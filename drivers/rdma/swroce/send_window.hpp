@@ -20,13 +20,19 @@ public:
     // Inside a long message every this many packets ask for an ACK (at most): progress is
     // acknowledged before the message ends, and a loss is noticed within that many packets.
     static constexpr std::uint32_t max_ack_req_interval = 32;
+    // A selective-repeat peer's (ack_often): a lost ACK must not leave the whole window waiting
+    // for a probe, and a loss costs no window to resend, so ACKs come four times as often.
+    static constexpr std::uint32_t often_ack_req_interval = 8;
 
     [[nodiscard]] std::uint32_t packets() const noexcept { return packets_; }
 
     // Half a window between AckReqs: the ACK for the first half arrives while the second is
     // in flight, so a full window never waits on the transport timer.
     [[nodiscard]] std::uint32_t ack_req_interval() const noexcept {
-        return std::min(max_ack_req_interval, packets_ / 2);
+        return std::min(ack_req_cap_, packets_ / 2);
+    }
+    void ack_often(bool often) noexcept {
+        ack_req_cap_ = often ? often_ack_req_interval : max_ack_req_interval;
     }
 
     // `count` more packets acknowledged: one packet more of window per window acknowledged, and
@@ -57,6 +63,7 @@ public:
 private:
     std::uint32_t packets_ = max_packets;
     std::uint32_t acked_ = 0;
+    std::uint32_t ack_req_cap_ = max_ack_req_interval;
 };
 
 } // namespace prdma::swroce

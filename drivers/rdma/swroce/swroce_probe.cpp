@@ -40,7 +40,7 @@ rdma::DeviceAttr device_attributes(const SwroceDevice& dev) {
     attr.capability_flags = rdma::cap_rc | rdma::cap_fast_reg | rdma::cap_reserved_lkey |
                             rdma::cap_atomic | rdma::cap_send_with_inv | rdma::cap_inline |
                             rdma::cap_pending_control | rdma::cap_software | rdma::cap_srq_resize |
-                            rdma::cap_ud;
+                            rdma::cap_ud | rdma::cap_selective_repeat;
     attr.max_qp = dev.max_qp;
     attr.max_qp_wr = 16384;
     attr.max_sge = 16;

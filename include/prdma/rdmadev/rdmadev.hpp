@@ -406,6 +406,11 @@ struct QpAttr {
     // UD: what a datagram must carry to be received here, and what a send carries instead of its
     // WR's Q_Key when that one has the high bit set (IBTA 10.2.5, controlled Q_Keys).
     std::uint32_t qkey = 0;
+    // RC, set INIT -> RTR on both sides of a connection whose peer is known (out of band) to be
+    // prdma: each side keeps what arrives past a loss and resends only the packet the other NAKs,
+    // not everything after it. The wire stays IBTA's (a sequence-error NAK names the missing
+    // PSN); against any other peer (rxe, a NIC) leave it false: go-back-N, as IBTA says.
+    bool selective_repeat = false;
 };
 
 // What a peer needs to connect to a QP and to reach one region (exchanged out of band).
@@ -445,6 +450,8 @@ struct ConnectOptions {
     // The first PSN this QP sends (24 bits). Absent: the one export_connection gave the peer; an
     // exchange of its own (perftest's) says what it told the peer here.
     std::optional<std::uint32_t> sq_psn;
+    // QpAttr::selective_repeat: only when the peer sets it too.
+    bool selective_repeat = false;
 };
 
 // Where one QP's sequence numbers and retries stand (QueuePair::query_status, and telemetry's

@@ -77,6 +77,9 @@ enum class QpAttrField : std::uint32_t {
     max_dest_rd_atomic = 1U << 13, // reads/atomics the peer may have outstanding here
     cur_state = 1U << 14,
     qkey = 1U << 15, // UD: the Q_Key a datagram must carry to be received
+    // RC: the peer is prdma and keeps packets past a loss, so only what it reports missing is
+    // resent (QpAttr::selective_repeat). INIT -> RTR only.
+    selective_repeat = 1U << 16,
 };
 constexpr bool prdma_flag_enum(QpAttrField) {
     return true;
@@ -98,6 +101,7 @@ inline constexpr QpAttrField qp_attr_max_rd_atomic = QpAttrField::max_rd_atomic;
 inline constexpr QpAttrField qp_attr_max_dest_rd_atomic = QpAttrField::max_dest_rd_atomic;
 inline constexpr QpAttrField qp_attr_cur_state = QpAttrField::cur_state;
 inline constexpr QpAttrField qp_attr_qkey = QpAttrField::qkey;
+inline constexpr QpAttrField qp_attr_selective_repeat = QpAttrField::selective_repeat;
 
 // Device capability flags, one word (seed 003).
 enum class DeviceCapability : std::uint32_t {
@@ -109,9 +113,10 @@ enum class DeviceCapability : std::uint32_t {
     inline_data = 1U << 5,
     pending_control = 1U << 6, // control verbs may complete later (seed 003)
     port_active_event = 1U << 7,
-    software = 1U << 8,   // informational; nothing above the driver may depend on it
-    srq_resize = 1U << 9, // SharedReceiveQueue::resize (IBV_DEVICE_SRQ_RESIZE)
-    ud = 1U << 10,        // unreliable datagram QPs and address handles
+    software = 1U << 8,          // informational; nothing above the driver may depend on it
+    srq_resize = 1U << 9,        // SharedReceiveQueue::resize (IBV_DEVICE_SRQ_RESIZE)
+    ud = 1U << 10,               // unreliable datagram QPs and address handles
+    selective_repeat = 1U << 11, // QpAttr::selective_repeat between two peers of this kind
 };
 constexpr bool prdma_flag_enum(DeviceCapability) {
     return true;
@@ -128,6 +133,7 @@ inline constexpr DeviceCapability cap_port_active_event = DeviceCapability::port
 inline constexpr DeviceCapability cap_software = DeviceCapability::software;
 inline constexpr DeviceCapability cap_srq_resize = DeviceCapability::srq_resize;
 inline constexpr DeviceCapability cap_ud = DeviceCapability::ud;
+inline constexpr DeviceCapability cap_selective_repeat = DeviceCapability::selective_repeat;
 
 // Control-path operations that can complete later (seed 003: any request may pend).
 enum class ControlOp : std::uint8_t {

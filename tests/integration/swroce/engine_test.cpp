@@ -59,6 +59,8 @@ protected:
     virtual unsigned queues() const { return 1; }
     virtual std::uint16_t b_group() const { return 0; } // queue group of b's CQ and QP
     virtual std::uint8_t transport_timeout() const { return 10; }
+    // Both QPs told their peer repeats selectively (QpAttr::selective_repeat).
+    virtual bool selective_repeat() const { return false; }
 
     void SetUp() override {
         pair_ = conformance::swroce_factory({extra_devargs(), extra_devargs_b(), ipv6(), queues()})
@@ -186,6 +188,7 @@ protected:
         options.max_rd_atomic = 4;
         options.max_dest_rd_atomic = 4;
         options.min_rnr_timer = 1; // 10 us: keeps the RNR test short
+        options.selective_repeat = selective_repeat();
         const Status status = local.connect(peer, options);
         ASSERT_TRUE(status.ok()) << status.error().to_string();
     }
@@ -1402,6 +1405,47 @@ TEST_F(WireCaptureTest, EveryFrameDecodesWithAValidIcrc) {
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
 }
 
+// Selective repeat's NAKs on the wire (issue 30): IBTA sequence-error NAKs of the first missing
+// PSN, each naming one missing PSN in its MSN. b drops a tenth of what it receives; a captures
+// what it sends and receives, and tshark must read every frame as InfiniBand.
+class SelectiveRepeatWireCaptureTest : public WireCaptureTest {
+protected:
+    bool selective_repeat() const override { return true; }
+    std::string extra_devargs_b() const override { return ",rx_drop=0.1,seed=5"; }
+};
+
+TEST_F(SelectiveRepeatWireCaptureTest, NaksNameTheMissingPsnAndDecode) {
+    fill(*a_, 0, 256 * 1024, 9);
+    SendWr write = send_wr(*a_, WrOpcode::rdma_write, 0, 256 * 1024);
+    write.rdma.remote_addr = b_->addr();
+    write.rdma.rkey = b_->mr.rkey();
+    ASSERT_EQ(post_send(a_->qp, {&write, 1}), 1);
+    const auto done = wait(*a_, 1, std::chrono::seconds(10));
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::success);
+    EXPECT_EQ(std::memcmp(b_->data(), a_->data(), 256 * 1024), 0);
+
+    std::size_t naks = 0;
+    std::size_t naming_a_later_psn = 0;
+    for (const auto& bytes : read_pcapng(capture_path())) {
+        const roce::ParsedFrame f = roce::parse_roce_frame(bytes);
+        ASSERT_TRUE(f.ok()) << roce::parse_error_name(f.error);
+        if (f.opcode() == roce::Opcode::rc_acknowledge &&
+            f.aeth.syndrome == roce::nak_syndrome(roce::NakCode::psn_sequence_error)) {
+            ++naks;
+            EXPECT_FALSE(roce::psn_after(f.bth.psn, f.aeth.msn)) << "at or after the first missing";
+            naming_a_later_psn += f.aeth.msn != f.bth.psn ? 1U : 0U;
+        }
+    }
+    EXPECT_GT(naks, 0U);
+    EXPECT_GT(naming_a_later_psn, 0U) << "two gaps open at once, each NAKed";
+    EXPECT_EQ(counter(*a_, "retransmissions"), counter(*a_, "probes") + counter(*a_, "timeouts"));
+    const char* checker = std::getenv("PRDMA_CHECK_INFINIBAND");
+    ASSERT_NE(checker, nullptr) << "meson sets PRDMA_CHECK_INFINIBAND to the checker script";
+    const std::string command = std::string(checker) + " --min-frames 256 " + capture_path();
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+}
+
 // The same engine over IPv6 (RoCEv2 with IPv6 headers and a real UDP checksum), peers given by MAC.
 class Ipv6EngineTest : public EngineTest {
 protected:
@@ -2056,9 +2100,14 @@ TEST_F(QueueGroupEngineTest, ConnectThroughTheOwnerPendsAtEachStepWithTheCallers
 
 // Every operation under every fault the devargs inject, on both sides and in both directions, with
 // every byte checked: go-back-N, duplicate handling and the ICRC must repair what the link does.
+// A parameter that starts with "sr" runs the same with selective repeat on both QPs.
 class FaultMatrixTest : public EngineTest, public ::testing::WithParamInterface<const char*> {
 protected:
-    std::string extra_devargs() const override { return GetParam(); }
+    std::string extra_devargs() const override {
+        const std::string param = GetParam();
+        return selective_repeat() ? param.substr(2) : param;
+    }
+    bool selective_repeat() const override { return std::string(GetParam()).rfind("sr", 0) == 0; }
     std::uint8_t transport_timeout() const override { return 12; } // ~17 ms: the tail's price
 };
 
@@ -2143,6 +2192,14 @@ TEST_P(FaultMatrixTest, EveryOperationDeliversEveryByte) {
         EXPECT_GT(counter(*a_, "rx_bad_icrc") + counter(*b_, "rx_bad_icrc"), 0U)
             << "the ICRC caught the flipped bits";
     }
+    if (selective_repeat()) {
+        // A NAK resends one packet: the only passes back are the timers'.
+        EXPECT_EQ(counter(*a_, "retransmissions"),
+                  counter(*a_, "probes") + counter(*a_, "timeouts"));
+        if (param.find("drop") != std::string::npos) {
+            EXPECT_GT(counter(*a_, "selective_resends"), 0U);
+        }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Faults, FaultMatrixTest,
@@ -2151,7 +2208,10 @@ INSTANTIATE_TEST_SUITE_P(Faults, FaultMatrixTest,
                                            ",tx_reorder=0.05,reorder_depth=3,seed=7",
                                            ",rx_duplicate=0.05,tx_duplicate=0.05,seed=11",
                                            ",rx_corrupt=0.05,tx_corrupt=0.05,seed=13",
-                                           ",tx_delay=0.05,delay_us=50,seed=17"));
+                                           ",tx_delay=0.05,delay_us=50,seed=17",
+                                           "sr,rx_drop=0.1,tx_drop=0.1,seed=5",
+                                           "sr,tx_reorder=0.05,reorder_depth=3,seed=7",
+                                           "sr,rx_duplicate=0.05,tx_duplicate=0.05,seed=11"));
 
 // Frames overtaken on the way (issue 30): b keeps what arrives past the gap and runs it when the
 // late frame comes, so a reordering costs neither a NAK nor a go-back-N pass. Only what b receives
@@ -2408,6 +2468,152 @@ TEST_F(PeerFrameTest, KeptPacketsGoBackToThePoolWithTheirQp) {
     ASSERT_TRUE(b_->qp.destroy().ok());
     (void)poll_b();
     EXPECT_EQ(rte_mempool_in_use_count(pool_), 0U) << "freed with the QP";
+}
+
+// Selective repeat (issue 30): b's QP is told its peer keeps packets past a loss and resends only
+// what is NAKed. The test plays that peer on a's port and reads what b sends back from it.
+class SelectiveRepeatTest : public PeerFrameTest {
+protected:
+    bool selective_repeat() const override { return true; }
+
+    struct Sent {
+        roce::Opcode opcode;
+        std::uint32_t psn;
+        roce::Aeth aeth; // an ACK's or NAK's
+    };
+    // What b put on the wire to a since the last call (a's engine does not run: nothing polls it).
+    std::vector<Sent> sent_by_b() {
+        std::vector<Sent> out;
+        rte_mbuf* burst[32];
+        std::uint16_t n = 0;
+        while ((n = rte_eth_rx_burst(port_a_, 0, burst, 32)) != 0) {
+            for (std::uint16_t i = 0; i < n; ++i) {
+                const roce::ParsedFrame f =
+                    roce::parse_roce_frame({rte_pktmbuf_mtod(burst[i], const std::uint8_t*),
+                                            rte_pktmbuf_data_len(burst[i])});
+                if (f.ok()) {
+                    out.push_back({f.opcode(), f.bth.psn,
+                                   f.has(roce::ExtHeader::aeth) ? f.aeth : roce::Aeth{}});
+                }
+                rte_pktmbuf_free(burst[i]);
+            }
+        }
+        return out;
+    }
+    // Each sequence-error NAK's PSN (the first missing one) and MSN (the one it names).
+    using Nak = std::pair<std::uint32_t, std::uint32_t>;
+    static std::vector<Nak> naks(const std::vector<Sent>& frames) {
+        std::vector<Nak> out;
+        for (const Sent& f : frames) {
+            if (f.opcode == roce::Opcode::rc_acknowledge &&
+                f.aeth.syndrome == roce::nak_syndrome(roce::NakCode::psn_sequence_error)) {
+                out.emplace_back(f.psn, f.aeth.msn);
+            }
+        }
+        return out;
+    }
+    static std::vector<std::uint32_t> psns(const std::vector<Sent>& frames) {
+        std::vector<std::uint32_t> out;
+        for (const Sent& f : frames) {
+            out.push_back(f.psn);
+        }
+        return out;
+    }
+    // a's ACK (or NAK, by `syndrome`) of `psn` to b's requester, with `msn`.
+    bool inject_ack(std::uint32_t psn, std::uint8_t syndrome, std::uint32_t msn = 0) {
+        roce::FrameHeaders h = from_a(roce::Opcode::rc_acknowledge, psn);
+        h.aeth = {syndrome, msn};
+        return inject(h, {});
+    }
+    // b's WRITE of 8 packets (1 KiB MTU) to a, PSNs 1000 to 1007, sent and read off the wire.
+    void write_eight_packets() {
+        SendWr write = send_wr(*b_, WrOpcode::rdma_write, 0, 8 * 1024);
+        write.rdma.remote_addr = a_->addr();
+        write.rdma.rkey = a_->mr.rkey();
+        ASSERT_EQ(post_send(b_->qp, {&write, 1}), 1);
+        (void)poll_b(20);
+        ASSERT_EQ(psns(sent_by_b()),
+                  (std::vector<std::uint32_t>{1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007}));
+    }
+};
+
+// Each PSN missing behind what came is NAKed by itself once four later ones came (IBTA's NAK of the
+// first missing PSN, naming the missing one in its MSN), what came stays kept through the NAKs,
+// and the resends run everything in PSN order.
+TEST_F(SelectiveRepeatTest, EachMissingPsnIsNakedAloneAndWhatCameAfterStays) {
+    std::memset(b_->data(), 0x5a, 256);
+    for (std::uint32_t psn = 1001; psn <= 1012; ++psn) {
+        if (psn != 1004) { // 1000 and 1004 lost
+            ASSERT_TRUE(inject_write(psn, static_cast<std::uint8_t>(psn)));
+        }
+    }
+    (void)poll_b(1);
+    EXPECT_EQ(naks(sent_by_b()), (std::vector<Nak>{{1000, 1000}, {1000, 1004}}));
+    EXPECT_EQ(rte_mempool_in_use_count(pool_), 11U) << "all kept through the NAKs";
+    ASSERT_TRUE(inject_write(1004, 0x04));
+    (void)poll_b(1);
+    EXPECT_EQ(b_->data()[0], 0x5a) << "nothing runs while 1000 is missing";
+    (void)sent_by_b(); // 1000 NAKed again, if the machine was slow enough
+    ASSERT_TRUE(inject_write(1000, 0x00));
+    (void)poll_b();
+    for (std::size_t i = 0; i < 64; ++i) {
+        ASSERT_EQ(b_->data()[i], 1012 & 0xff) << "the last WRITE in PSN order wins: byte " << i;
+    }
+    const std::vector<Sent> after = sent_by_b();
+    EXPECT_TRUE(naks(after).empty()) << "nothing more is missing";
+    ASSERT_FALSE(after.empty());
+    EXPECT_EQ(after.back().opcode, roce::Opcode::rc_acknowledge);
+    EXPECT_EQ(after.back().psn, 1012U) << "the filled gaps acknowledged, whatever was asked";
+    EXPECT_EQ(rte_mempool_in_use_count(pool_), 0U);
+    EXPECT_LE(counter(*b_, "naks_sent"), 3U) << "1000 and 1004, and 1000 at most once again";
+    EXPECT_EQ(b_->qp.state(), QpState::rts);
+}
+
+// A missing PSN whose resend does not come is NAKed again (its NAK or the resend was lost too).
+TEST_F(SelectiveRepeatTest, APsnStillMissingIsNakedAgain) {
+    for (std::uint32_t psn = 1001; psn <= 1005; ++psn) {
+        ASSERT_TRUE(inject_write(psn, 0x55));
+    }
+    (void)poll_b(1);
+    EXPECT_EQ(naks(sent_by_b()), (std::vector<Nak>{{1000, 1000}}));
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    (void)poll_b(16); // an idle group looks at its QPs every 16th empty poll
+    EXPECT_EQ(naks(sent_by_b()), (std::vector<Nak>{{1000, 1000}})) << "again, alone";
+    EXPECT_EQ(rte_mempool_in_use_count(pool_), 5U) << "still kept";
+}
+
+// b's requester: a NAK from a peer that repeats selectively acknowledges what is before its PSN
+// and resends the packet its MSN names, alone.
+TEST_F(SelectiveRepeatTest, ANakResendsThePacketItNamesAlone) {
+    ASSERT_NO_FATAL_FAILURE(write_eight_packets());
+    ASSERT_TRUE(
+        inject_ack(1001, roce::nak_syndrome(roce::NakCode::psn_sequence_error), /*msn=*/1003));
+    EXPECT_TRUE(poll_b(20).empty()) << "the WRITE is not all acknowledged";
+    const std::vector<std::uint32_t> resent = psns(sent_by_b());
+    // A stall probe (b descheduled for the millisecond) would resend the last packet, 1007.
+    EXPECT_EQ(std::count(resent.begin(), resent.end(), 1003U), 1) << "1003 resent";
+    for (const std::uint32_t psn : {1001U, 1002U, 1004U, 1005U, 1006U}) {
+        EXPECT_EQ(std::count(resent.begin(), resent.end(), psn), 0) << psn << ": not go-back-N";
+    }
+    EXPECT_EQ(counter(*b_, "selective_resends"), 1U);
+    EXPECT_EQ(counter(*b_, "retransmissions"), counter(*b_, "probes"));
+    ASSERT_TRUE(inject_ack(1007, roce::ack_syndrome()));
+    const auto done = poll_b();
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].status, WcStatus::success);
+}
+
+// A NAK whose MSN names nothing unacknowledged is a message count (the peer does not repeat
+// selectively after all): go-back-N from its PSN, as IBTA says.
+TEST_F(SelectiveRepeatTest, ANakWithARealMsnGoesBack) {
+    ASSERT_NO_FATAL_FAILURE(write_eight_packets());
+    ASSERT_TRUE(inject_ack(1003, roce::nak_syndrome(roce::NakCode::psn_sequence_error), /*msn=*/1));
+    (void)poll_b(20);
+    const std::vector<std::uint32_t> resent = psns(sent_by_b());
+    for (std::uint32_t psn = 1003; psn <= 1007; ++psn) {
+        EXPECT_GE(std::count(resent.begin(), resent.end(), psn), 1) << psn;
+    }
+    EXPECT_EQ(counter(*b_, "selective_resends"), 0U);
 }
 
 // A WRITE_MIDDLE with no WRITE_FIRST, and a WRITE_ONLY longer than its RETH, are refused too.

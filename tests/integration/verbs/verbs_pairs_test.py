@@ -23,22 +23,23 @@ def free_tcp_port():
         return s.getsockname()[1]
 
 
-def eal(sock, server):
+def eal(sock, server, devargs=''):
     role, ip = ('server', '10.9.0.1') if server else ('client', '10.9.0.2')
     lcores = '--main-lcore 1 -S 0' if server else '--main-lcore 0 -S 1'
     return (f'-l 0,1 {lcores} --log-level=*:error --no-huge -m 256 '
             f'--vdev=net_memif0,role={role},socket={sock},socket-abstract=no '
-            f'--vdev=rdma_swroce0,port=net_memif0,ip={ip},progress=service')
+            f'--vdev=rdma_swroce0,port=net_memif0,ip={ip},progress=service{devargs}')
 
 
-def run_pair(program, args):
-    """Runs `program args` as server, then as client; returns both CompletedProcess-like tuples."""
+def run_pair(program, args, devargs='', extra_env=None):
+    """Runs `program args` as server, then as client; returns both CompletedProcess-like tuples.
+    `devargs` go to both swroce devices, `extra_env` to both programs."""
     with tempfile.TemporaryDirectory(prefix='prdma-verbs-') as tmp:
         sock = os.path.join(tmp, 'memif.sock')
         port = str(free_tcp_port())
-        env = dict(os.environ, LD_PRELOAD=SHIM)
+        env = dict(os.environ, LD_PRELOAD=SHIM, **(extra_env or {}))
         server = subprocess.Popen([program, '-p', port] + args,
-                                  env=dict(env, PRDMA_EAL_ARGS=eal(sock, True)),
+                                  env=dict(env, PRDMA_EAL_ARGS=eal(sock, True, devargs)),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(1.0)  # its memif listener and its TCP port are up
         try:
@@ -48,7 +49,7 @@ def run_pair(program, args):
             # user would.
             for _ in range(3):
                 client = subprocess.run([program, '-p', port] + args + ['127.0.0.1'],
-                                        env=dict(env, PRDMA_EAL_ARGS=eal(sock, False)),
+                                        env=dict(env, PRDMA_EAL_ARGS=eal(sock, False, devargs)),
                                         capture_output=True, text=True, timeout=120)
                 if client.returncode == 0 or server.poll() is not None or \
                         not re.search(r"Couldn't connect to \S+:\d+|Unable to open file descriptor",
@@ -77,8 +78,8 @@ class VerbsPairsTest(unittest.TestCase):
     def tearDown(self):
         self.assertEqual(runtime_dirs() - self.dirs_before, set(), 'runtime directories left')
 
-    def expect_pair(self, program, args, result_line):
-        server, client = run_pair(program, args)
+    def expect_pair(self, program, args, result_line, devargs='', extra_env=None):
+        server, client = run_pair(program, args, devargs, extra_env)
         for side, (rc, out, err) in (('server', server), ('client', client)):
             self.assertEqual(rc, 0, f'{program} {side} exited {rc}:\n{out}\n{err}')
             self.assertNotIn('libprdma-verbs:', err, f'{program} {side} met a refusal')
@@ -93,6 +94,17 @@ class VerbsPairsTest(unittest.TestCase):
                 'ibv_rc_pingpong', ['-g', '0', '-d', 'rdma_swroce0', '-n', '100', '-s', size,
                                     '-c'], r'100 iters in [0-9.]+ seconds')
             self.assertIn('GID ::ffff:10.9.0.1', client[1] + client[2])
+
+    def test_selective_repeat_through_a_lossy_link(self):
+        # PRDMA_SELECTIVE_REPEAT=1 on both (each peer is prdma): every RC QP resends only what
+        # its peer NAKs. ibv_rc_pingpong checks its buffers; ib_write_bw streams through drops.
+        loss = {'PRDMA_SELECTIVE_REPEAT': '1'}
+        self.expect_pair('ibv_rc_pingpong', ['-g', '0', '-d', 'rdma_swroce0', '-n', '200', '-s',
+                                             '8192', '-c'], r'200 iters in [0-9.]+ seconds',
+                         ',rx_drop=0.05,seed=3', loss)
+        self.expect_pair('ib_write_bw', ['-x', '0', '-d', 'rdma_swroce0', '-n', '200', '-s',
+                                         '65536'], r'(?m)^ 65536\s+200\s+[0-9.]+',
+                         ',rx_drop=0.02,seed=3', loss)
 
     def test_ibv_srq_pingpong_many_qps_on_one_srq(self):
         # 16 QPs per side take their receives from one SRQ, reposted as it drains; 4096 B is four

@@ -114,9 +114,26 @@ TEST(QpStateMachine, UdTakesAQkeyAndNoPeer) {
         check_transition(QpState::rts, QpState::rts, qp_attr_state | qp_attr_qkey, QpType::ud), "");
 }
 
+// Selective repeat is agreed with the peer before anything is received: INIT -> RTR only, RC only.
+TEST(QpStateMachine, SelectiveRepeatIsSetOnTheWayToRtr) {
+    EXPECT_EQ(check_transition(QpState::init, QpState::rtr,
+                               qp_attr_state | kRtr | qp_attr_selective_repeat),
+              "");
+    const std::string later = check_transition(QpState::rtr, QpState::rts,
+                                               qp_attr_state | kRts | qp_attr_selective_repeat);
+    EXPECT_NE(later.find("does not take selective_repeat"), std::string::npos) << later;
+    EXPECT_NE(
+        check_transition(QpState::rts, QpState::rts, qp_attr_state | qp_attr_selective_repeat), "");
+    EXPECT_NE(check_transition(QpState::init, QpState::rtr,
+                               qp_attr_state | qp_attr_selective_repeat, QpType::ud),
+              "")
+        << "a datagram is never resent";
+}
+
 TEST(QpAttrMaskNames, ListsEveryBit) {
     EXPECT_EQ(qp_attr_mask_names(qp_attr_path_mtu | qp_attr_dest_qpn), "path_mtu|dest_qpn");
     EXPECT_EQ(qp_attr_mask_names(qp_attr_cur_state | qp_attr_qkey), "cur_state|qkey");
+    EXPECT_EQ(qp_attr_mask_names(qp_attr_selective_repeat), "selective_repeat");
     EXPECT_EQ(qp_attr_mask_names(QpAttrMask::from_bits(1U << 30)), "unknown bits");
 }
 
