@@ -264,7 +264,7 @@ void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) n
             // peer goes back, after all.
             const std::uint32_t missing = frame.aeth.msn;
             if (!roce::psn_after(psn, missing) && was_sent(qp, missing)) {
-                resend_selected(qp, missing, now);
+                resend_selected(qp, psn, missing, now);
                 return;
             }
         }

@@ -165,9 +165,10 @@ void run_kept(SwroceDevice& dev, unsigned group, SwroceQp& qp, roce::ParsedFrame
 // any case), and what was kept behind it let go.
 void nak_overdue_gap(SwroceQp& qp, std::uint64_t now) noexcept;
 // The same for a selective-repeat peer, whose kept packets stay: a NAK for each PSN missing
-// behind them (of the first missing PSN, naming the missing one in its MSN), once four later ones
-// came or the gap is overdue as above, and for the first missing one again every 40 us while it
-// stays missing.
+// behind them (of the first missing PSN, naming the missing one in its MSN), once a PSN four past
+// it came or the gap is overdue as above, and for all still missing again every 40 us while the
+// first stays missing; after 8 such rounds the gap is given up (kept packets freed, the NAK asks
+// the requester to go back N).
 void nak_missing(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept;
 // Frees every kept packet (the QP is reset, flushed, destroyed or given a new receive PSN).
 void release_kept(SwroceQp& qp) noexcept;
@@ -203,10 +204,12 @@ void skip_acknowledged(SwroceQp& qp) noexcept;
 // The restart a sequence-error NAK asks for, at once; false when it reports a loss already being
 // repaired.
 bool fast_restart(SwroceQp& qp, std::uint32_t from_psn, std::uint64_t now) noexcept;
-// What a selective-repeat peer's sequence-error NAK naming `psn` (in its MSN) asks of the
-// requester: that packet alone, at once (a READ or atomic request: asked again), nothing after
-// it; the same NAK again before the resend could have arrived is ignored.
-void resend_selected(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept;
+// What a selective-repeat peer's sequence-error NAK of `nak_psn` naming `missing` (in its MSN)
+// asks of the requester: that packet alone, at once (a READ or atomic request: go back N from
+// it), nothing after it. The same NAK again before the resend could have arrived is ignored;
+// after three resends of it in a row the requester goes back N from `nak_psn`.
+void resend_selected(SwroceQp& qp, std::uint32_t nak_psn, std::uint32_t missing,
+                     std::uint64_t now) noexcept;
 // Responses [from, end) of a READ or atomic were lost: the requester's next pass asks for them
 // alone (a READ for just those packets, an atomic again), nothing else is sent again.
 void ask_for_responses(SwroceQp& qp, SendWqe& wqe, std::uint32_t from, std::uint32_t end,

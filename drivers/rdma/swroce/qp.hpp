@@ -217,11 +217,16 @@ struct RequesterState {
     std::uint64_t rnr_resume = 0;            // TSC at which an RNR-NAKed transmission may resume
     std::uint32_t packets_since_ack_req = 0; // AckReq cadence inside long messages
     SendWindow window;
-    bool repairs_pending = false; // some WQE may have responses to ask for again (repair_from)
+    // Something goes again by itself, ahead of anything new: responses some WQE asks for again
+    // (repair_from), or packets a selective-repeat peer NAKed (resends).
+    bool repairs_pending = false;
     // The last restart a sequence-error NAK or a READ gap caused, so the same loss reported twice
     // (a NAK re-sent for an AckReq, more responses past the gap) restarts once.
     std::uint32_t restart_psn = no_psn;
     std::uint64_t restart_tsc = 0;
+    // A selective-repeat peer's NAKs of restart_psn after its resend: a peer that NAKs the same
+    // PSN again and again does not keep what came after it, after all (resend_selected).
+    std::uint32_t restart_repeats = 0;
     // Packets a selective-repeat peer NAKed, each to go again alone (resend_selected).
     ResendQueue resends;
     // Round-trip time, smoothed, from one timed AckReq packet at a time (none across a restart,

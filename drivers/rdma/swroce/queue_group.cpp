@@ -96,7 +96,9 @@ bool serve(SwroceDevice& dev, unsigned group, SwroceQp& qp, TxBatch& tx,
     if (PRDMA_UNLIKELY(!qp.resp.kept.empty())) {
         if (!qp.attr->selective_repeat) {
             nak_overdue_gap(qp, now);
-        } else if (qp.has_peer_mac()) {
+        } else if (qp.has_peer_mac() && !qp.resp.responses_pending) {
+            // Behind the responses still to go, as the owed ACK below: a NAK acknowledges every
+            // PSN before its own.
             nak_missing(qp, tx, now);
         }
     }
@@ -124,8 +126,7 @@ bool serve(SwroceDevice& dev, unsigned group, SwroceQp& qp, TxBatch& tx,
 // counts: serving it is how it finds out).
 bool has_work(const SwroceQp& qp) noexcept {
     return qp.resp.ack_pending || qp.resp.responses_pending || qp.req.repairs_pending ||
-           !qp.req.resends.empty() || qp.req.send_offset < qp.send_queue.size() ||
-           !qp.resp.kept.empty();
+           qp.req.send_offset < qp.send_queue.size() || !qp.resp.kept.empty();
 }
 
 // A progress serves the active QPs; this one in `full_scan_interval` serves every QP of the

@@ -12,6 +12,8 @@
 // is acknowledged at once. Each NAK is IBTA's, of the first missing PSN, and names the missing one
 // in its MSN: a requester that does not repeat selectively goes back to the first, as IBTA says
 // (ENGINE.md, "Selective repeat").
+#include <algorithm>
+
 #include <rte_mbuf.h>
 
 #include "engine.hpp"
@@ -31,9 +33,16 @@ constexpr std::uint32_t selective_nak_after_later = 4;
 // in by then is taken for lost.
 constexpr std::uint64_t gap_nak_delay_us = 20;
 constexpr std::uint64_t gap_nak_limit_us = 4 * gap_nak_delay_us;
-// How long a selective-repeat peer's resend may take before the first missing PSN is NAKed
-// again (the NAK or the resend was lost too; the requester's own timers take a millisecond).
+// How long a selective-repeat peer's resends may take before every PSN still missing is NAKed
+// again (a NAK or a resend was lost too; the requester's own timers take a millisecond), and how
+// many such rounds with the first missing one still missing make the gap given up: the peer
+// stopped (its QP failed, its process went), so what was kept goes back to the pool.
 constexpr std::uint64_t gap_renak_us = 2 * gap_nak_delay_us;
+constexpr std::uint32_t renaks_before_giving_up = 8;
+// Missing PSNs in a row NAKed at once: a longer run is a lost READ request's span (its responses'
+// PSNs, which never come as requests) more often than a burst of losses, whose rest is NAKed in
+// the next round.
+constexpr std::uint32_t nak_run_limit = 4;
 
 bool selective(const SwroceQp& qp) noexcept {
     return qp.attr->selective_repeat;
@@ -50,9 +59,23 @@ void give_up_gap(SwroceQp& qp) noexcept {
     release_kept(qp);
 }
 
+// The PSNs a request takes: a READ's, one per response (IBTA 9.7.4.1.3; no further than a window,
+// whatever its length says), one for anything else. The PSNs inside a kept READ's span are not
+// missing: they never come as requests.
+std::uint32_t psn_span(const SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
+    if (frame.info->operation != roce::Operation::rdma_read_request) {
+        return 1;
+    }
+    const std::uint64_t mtu = qp.mtu();
+    const std::uint64_t packets = (std::uint64_t{frame.reth.dma_length} + mtu - 1) / mtu;
+    return static_cast<std::uint32_t>(
+        std::clamp<std::uint64_t>(packets, 1, ReorderBuffer::selective_repeat_reach));
+}
+
 // A selective-repeat peer's NAK for `missing` alone: IBTA's sequence-error NAK of the first
 // missing PSN (everything before it was taken), naming `missing` in its MSN field (ENGINE.md,
-// "Selective repeat"); false when the batch has no room or no mbuf.
+// "Selective repeat"); the PSN before the first missing one asks it to go back N. False when the
+// batch has no room or no mbuf.
 bool nak_one(SwroceQp& qp, TxBatch& tx, std::uint32_t missing) noexcept {
     const roce::Aeth aeth{roce::nak_syndrome(roce::NakCode::psn_sequence_error), missing};
     if (tx.full() || !emit_ack(qp, tx, qp.resp.expected_psn, aeth)) {
@@ -60,6 +83,14 @@ bool nak_one(SwroceQp& qp, TxBatch& tx, std::uint32_t missing) noexcept {
     }
     count_event(qp, &QpCounters::naks_sent, &SwroceCounters::naks_sent);
     return true;
+}
+
+// The gap did not fill through rounds of NAKs: what was kept goes back to the pool, and the NAK
+// asks the requester to go back N, as IBTA's responder would have at once.
+void give_up_selective(SwroceQp& qp, TxBatch& tx) noexcept {
+    if (nak_one(qp, tx, roce::psn_sub(qp.resp.expected_psn, 1))) {
+        release_kept(qp);
+    }
 }
 
 } // namespace
@@ -75,7 +106,7 @@ bool keep_past_gap(SwroceDevice& dev, unsigned group, SwroceQp& qp, const roce::
         return false;
     }
     rte_mbuf* stale = nullptr;
-    if (!resp.kept.keep(frame.bth.psn, mbuf, &stale)) {
+    if (!resp.kept.keep(frame.bth.psn, psn_span(qp, frame), mbuf, &stale)) {
         return false; // sent again: the requester went back, or probes
     }
     if (stale != nullptr) {
@@ -86,6 +117,7 @@ bool keep_past_gap(SwroceDevice& dev, unsigned group, SwroceQp& qp, const roce::
     if (resp.kept.count() == 1) {
         resp.kept.gap_since = now;
         resp.kept.naked_to = resp.expected_psn;
+        resp.kept.renaks = 0;
     }
     if (resp.kept.count() >= nak_after_kept && !selective(qp)) {
         give_up_gap(qp); // kept, and let go with the rest: the caller must not free it
@@ -126,6 +158,7 @@ void run_kept(SwroceDevice& dev, unsigned group, SwroceQp& qp, roce::ParsedFrame
     if (!resp.kept.empty()) {
         resp.kept.gap_since = now;
         resp.kept.nak_tsc = now; // the new first missing PSN was NAKed at most just now
+        resp.kept.renaks = 0;
     }
     if (selective(qp)) {
         ack_taken(qp); // the requester's window moves past what was kept, AckReq or not
@@ -148,26 +181,36 @@ void nak_missing(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
     const std::uint64_t cycles_per_us = qp.device->tsc_hz / 1000000;
     if (roce::psn_diff(kept.naked_to, resp.expected_psn) <= 0) {
         kept.naked_to = resp.expected_psn; // nothing NAKed past the first missing PSN yet
-    } else if (now - kept.nak_tsc >= cycles_per_us * gap_renak_us &&
-               nak_one(qp, tx, resp.expected_psn)) {
-        kept.nak_tsc = now; // its NAK or its resend was lost
+    } else if (now - kept.nak_tsc >= cycles_per_us * gap_renak_us) {
+        if (++kept.renaks > renaks_before_giving_up) {
+            give_up_selective(qp, tx);
+            return;
+        }
+        kept.naked_to = resp.expected_psn; // NAKs or resends lost: all that is missing again
+        kept.nak_tsc = now;
     }
-    // Missing with enough later ones kept, or every one missing once the gap stays open.
+    // Missing with a PSN four past it kept, or every one missing once the gap stays open.
     const bool drained = qp.device->groups[qp.queue_group]->rx_drained;
     const bool overdue =
         now - kept.gap_since >= cycles_per_us * (drained ? gap_nak_delay_us : gap_nak_limit_us);
     const std::uint32_t end = overdue
                                   ? roce::psn_next(kept.highest())
                                   : roce::psn_sub(kept.highest(), selective_nak_after_later - 1);
+    std::uint32_t run = 0; // missing PSNs in a row
     while (roce::psn_after(end, kept.naked_to)) {
         const std::uint32_t psn = kept.naked_to;
-        if (!kept.holds(psn)) {
+        const std::uint32_t span = kept.span_at(psn);
+        run = span == 0 ? run + 1 : 0;
+        if (run != 0 && run <= nak_run_limit) {
             if (!nak_one(qp, tx, psn)) {
                 return; // at the next progress
             }
             kept.nak_tsc = psn == resp.expected_psn ? now : kept.nak_tsc;
         }
-        kept.naked_to = roce::psn_next(psn);
+        kept.naked_to = roce::psn_add(psn, std::max(span, 1U));
+    }
+    if (overdue) {
+        kept.gap_since = now; // a hole opened from now on waits for its own evidence
     }
 }
 

@@ -20,6 +20,7 @@ public:
     struct Slot {
         rte_mbuf* frame = nullptr;
         std::uint32_t psn = 0;
+        std::uint32_t span = 1; // PSNs it takes: a READ's responses', one for anything else
     };
     // PSNs past the expected one a packet may be kept for: one slot each, so the slot of a PSN
     // within reach is never another's. A go-back-N peer's reorderings are short; a selective-
@@ -54,10 +55,10 @@ public:
         mask_ = (room.empty() ? default_reach : static_cast<std::uint32_t>(room.size())) - 1;
     }
 
-    // Keeps `frame`, the packet with `psn`. False when a packet with that PSN is kept already (the
-    // requester sent it again): the caller keeps its own. A slot held by a PSN the responder has
-    // moved past is handed back in `*stale` to be freed.
-    bool keep(std::uint32_t psn, rte_mbuf* frame, rte_mbuf** stale) noexcept {
+    // Keeps `frame`, the packet with `psn`, taking `span` PSNs. False when a packet with that PSN
+    // is kept already (the requester sent it again): the caller keeps its own. A slot held by a
+    // PSN the responder has moved past is handed back in `*stale` to be freed.
+    bool keep(std::uint32_t psn, std::uint32_t span, rte_mbuf* frame, rte_mbuf** stale) noexcept {
         Slot& slot = slots_[psn & mask_];
         *stale = nullptr;
         if (slot.frame != nullptr) {
@@ -67,17 +68,17 @@ public:
             *stale = slot.frame;
             --count_;
         }
-        slot = {frame, psn};
+        slot = {frame, psn, span};
         if (count_++ == 0 || roce::psn_after(psn, highest_)) {
             highest_ = psn;
         }
         return true;
     }
 
-    // Whether a packet with `psn` is kept.
-    [[nodiscard]] bool holds(std::uint32_t psn) const noexcept {
+    // The PSNs the packet kept for `psn` takes (a READ's span), or 0 when none is kept.
+    [[nodiscard]] std::uint32_t span_at(std::uint32_t psn) const noexcept {
         const Slot& slot = slots_[psn & mask_];
-        return slot.frame != nullptr && slot.psn == psn;
+        return slot.frame != nullptr && slot.psn == psn ? slot.span : 0;
     }
 
     // The packet kept for `psn`, taken out; nullptr when there is none.
@@ -113,6 +114,7 @@ public:
     // while it stays missing, and how far missing PSNs were NAKed (each once, nak_missing).
     std::uint64_t nak_tsc = 0;
     std::uint32_t naked_to = 0;
+    std::uint32_t renaks = 0; // rounds of NAKs again with the first missing PSN still missing
 
 private:
     void take_over(ReorderBuffer& other) noexcept {
@@ -124,6 +126,7 @@ private:
         gap_since = other.gap_since;
         nak_tsc = other.nak_tsc;
         naked_to = other.naked_to;
+        renaks = other.renaks;
         own_ = other.own_;
         slots_ = own_.data();
         mask_ = default_reach - 1;
@@ -135,8 +138,8 @@ private:
     std::uint32_t count_ = 0;
     std::uint32_t highest_ = 0;
     std::uint32_t mask_ = default_reach - 1;
-    Slot* slots_ = own_.data();
     std::array<Slot, default_reach> own_{};
+    Slot* slots_ = own_.data();
 };
 
 } // namespace prdma::swroce

@@ -229,7 +229,6 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
 // request for just those packets, an atomic again. Its responder answers both from the resource
 // the request made (a duplicate is never executed again).
 void send_repairs(SwroceQp& qp, TxBatch& tx) noexcept {
-    qp.req.repairs_pending = false;
     for (std::uint32_t i = 0; i < qp.send_queue.size(); ++i) {
         SendWqe& wqe = qp.send_queue.at(i);
         if (!wqe.assigned) {
@@ -280,6 +279,7 @@ void send_resends(SwroceQp& qp, TxBatch& tx) noexcept {
     while (!qp.req.resends.empty() && !tx.full() && send_selected(qp, tx, qp.req.resends.front())) {
         qp.req.resends.pop();
     }
+    qp.req.repairs_pending |= !qp.req.resends.empty();
 }
 
 // A FAST_REG or LOCAL_INV reached in send-queue order: run once (a restart passes it again
@@ -337,11 +337,12 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
         }
         return;
     }
-    if (PRDMA_UNLIKELY(!qp.req.resends.empty())) {
+    if (PRDMA_UNLIKELY(qp.req.repairs_pending)) {
+        qp.req.repairs_pending = false; // each sets it again for what it leaves
         send_resends(qp, tx);
-    }
-    if (qp.req.repairs_pending) {
-        send_repairs(qp, tx);
+        if (qp.req.reads_posted) {
+            send_repairs(qp, tx);
+        }
     }
     std::uint32_t reads = outstanding_reads(qp);
     while (qp.req.send_offset < qp.send_queue.size() && !tx.full()) {

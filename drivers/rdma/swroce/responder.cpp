@@ -470,8 +470,10 @@ void nak_kept_gap(SwroceQp& qp, bool again) noexcept {
 
 void ack_taken(SwroceQp& qp) noexcept {
     ResponderState& resp = qp.resp;
-    if (resp.ack_pending &&
-        resp.ack_syndrome == roce::nak_syndrome(roce::NakCode::psn_sequence_error)) {
+    if (resp.ack_pending && roce::aeth_type(resp.ack_syndrome) != roce::AckType::ack) {
+        if (resp.ack_syndrome != roce::nak_syndrome(roce::NakCode::psn_sequence_error)) {
+            return; // an RNR or error NAK must reach the requester
+        }
         resp.ack_pending = false; // the gap it names is filled
     }
     queue_ack(qp, roce::psn_sub(qp.resp.expected_psn, 1), roce::ack_syndrome());
@@ -507,9 +509,9 @@ void respond(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
 void send_ack(SwroceQp& qp, TxBatch& tx) noexcept {
     // A selective-repeat peer reads a sequence-error NAK's MSN as the PSN to resend (nak_missing):
     // here the NAKed one itself.
-    const bool names_psn =
-        qp.attr->selective_repeat &&
-        qp.resp.ack_syndrome == roce::nak_syndrome(roce::NakCode::psn_sequence_error);
+    const bool names_psn = PRDMA_UNLIKELY(qp.resp.ack_syndrome ==
+                                          roce::nak_syndrome(roce::NakCode::psn_sequence_error)) &&
+                           qp.attr->selective_repeat;
     const std::uint32_t msn = names_psn ? qp.resp.ack_psn : qp.resp.msn & roce::psn_mask;
     if (emit_ack(qp, tx, qp.resp.ack_psn, {qp.resp.ack_syndrome, msn})) {
         qp.resp.ack_pending = false;

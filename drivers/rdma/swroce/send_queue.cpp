@@ -113,7 +113,8 @@ SendWqe* wqe_holding(SwroceQp& qp, std::uint32_t psn) noexcept {
 
 void flush_queues(SwroceQp& qp) noexcept {
     release_kept(qp);
-    qp.req.resends.clear();
+    qp.req.resends.clear(); // nothing is left to go again
+    qp.req.repairs_pending = false;
     if (qp.resp.holds_receive) {
         // The WQE a SEND in progress took from the QP's SRQ: it is the QP's to flush.
         rdma::WorkCompletion wc;

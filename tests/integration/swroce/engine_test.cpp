@@ -2569,6 +2569,29 @@ TEST_F(SelectiveRepeatTest, EachMissingPsnIsNakedAloneAndWhatCameAfterStays) {
     EXPECT_EQ(b_->qp.state(), QpState::rts);
 }
 
+// The PSNs of a kept READ's span are its responses', never a request's: not missing, not NAKed.
+TEST_F(SelectiveRepeatTest, AKeptReadsSpanIsNotMissing) {
+    roce::FrameHeaders read = from_a(roce::Opcode::rc_rdma_read_request, 1001);
+    read.reth = {b_->addr(), b_->mr.rkey(), 8 * 1024}; // PSNs 1001 to 1008 at 1 KiB
+    ASSERT_TRUE(inject(read, {}));
+    for (std::uint32_t psn = 1009; psn <= 1012; ++psn) {
+        ASSERT_TRUE(inject_write(psn, 0x12));
+    }
+    (void)poll_b(1);
+    EXPECT_EQ(naks(sent_by_b()), (std::vector<Nak>{{1000, 1000}})) << "1000 alone is missing";
+    ASSERT_TRUE(inject_write(1000, 0x10));
+    (void)poll_b();
+    std::vector<std::uint32_t> responses;
+    for (const Sent& f : sent_by_b()) {
+        if (f.opcode != roce::Opcode::rc_acknowledge) {
+            responses.push_back(f.psn);
+        }
+    }
+    EXPECT_EQ(responses,
+              (std::vector<std::uint32_t>{1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008}));
+    EXPECT_EQ(rte_mempool_in_use_count(pool_), 0U);
+}
+
 // A missing PSN whose resend does not come is NAKed again (its NAK or the resend was lost too).
 TEST_F(SelectiveRepeatTest, APsnStillMissingIsNakedAgain) {
     for (std::uint32_t psn = 1001; psn <= 1005; ++psn) {
@@ -2578,8 +2601,53 @@ TEST_F(SelectiveRepeatTest, APsnStillMissingIsNakedAgain) {
     EXPECT_EQ(naks(sent_by_b()), (std::vector<Nak>{{1000, 1000}}));
     std::this_thread::sleep_for(std::chrono::microseconds(100));
     (void)poll_b(16); // an idle group looks at its QPs every 16th empty poll
-    EXPECT_EQ(naks(sent_by_b()), (std::vector<Nak>{{1000, 1000}})) << "again, alone";
+    const std::vector<Nak> again = naks(sent_by_b());
+    ASSERT_FALSE(again.empty()) << "NAKed again";
+    for (const Nak& nak : again) {
+        EXPECT_EQ(nak, Nak(1000, 1000)) << "1000 alone";
+    }
     EXPECT_EQ(rte_mempool_in_use_count(pool_), 5U) << "still kept";
+}
+
+// A gap its requester never fills (it stopped) is given up after rounds of NAKs: the kept packets
+// go back to the pool, and the last NAK names the PSN before the gap: go back N.
+TEST_F(SelectiveRepeatTest, AGapThatNeverFillsIsGivenUp) {
+    for (std::uint32_t psn = 1001; psn <= 1005; ++psn) {
+        ASSERT_TRUE(inject_write(psn, 0x66));
+    }
+    std::vector<Nak> all;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (rte_mempool_in_use_count(pool_) != 0 && std::chrono::steady_clock::now() < deadline) {
+        (void)poll_b(16);
+        const std::vector<Nak> got = naks(sent_by_b());
+        all.insert(all.end(), got.begin(), got.end());
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    EXPECT_EQ(rte_mempool_in_use_count(pool_), 0U) << "given up";
+    ASSERT_GE(all.size(), 2U);
+    EXPECT_EQ(all.back(), Nak(1000, 999)) << "go back N";
+    EXPECT_EQ(b_->qp.state(), QpState::rts);
+}
+
+// A kept SEND that finds no receive when the gap fills draws an RNR NAK, and the ACK of the
+// filled gap does not replace it: the requester must wait and resend from there.
+TEST_F(SelectiveRepeatTest, AnRnrNakInsideTheKeptRunReachesTheRequester) {
+    for (std::uint32_t psn = 1001; psn <= 1004; ++psn) {
+        ASSERT_TRUE(inject(from_a(roce::Opcode::rc_send_only, psn), std::vector<std::uint8_t>(64)));
+    }
+    ASSERT_TRUE(inject_write(1000, 0x77)); // fills the gap: the SENDs run, with no receive posted
+    (void)poll_b(1);
+    std::vector<Sent> acks;
+    for (const Sent& f : sent_by_b()) {
+        if (f.opcode == roce::Opcode::rc_acknowledge) {
+            acks.push_back(f);
+        }
+    }
+    ASSERT_EQ(acks.size(), 1U);
+    EXPECT_EQ(roce::aeth_type(acks[0].aeth.syndrome), roce::AckType::rnr_nak);
+    EXPECT_EQ(acks[0].psn, 1001U);
+    EXPECT_EQ(rte_mempool_in_use_count(pool_), 0U)
+        << "the rest let go: it is resent after the wait";
 }
 
 // b's requester: a NAK from a peer that repeats selectively acknowledges what is before its PSN
@@ -2601,6 +2669,27 @@ TEST_F(SelectiveRepeatTest, ANakResendsThePacketItNamesAlone) {
     const auto done = poll_b();
     ASSERT_EQ(done.size(), 1U);
     EXPECT_EQ(done[0].status, WcStatus::success);
+}
+
+// A peer that NAKs the same PSN again after each of three resends did not keep what came after
+// it (a go-back-N peer whose MSN fell among our PSNs): the requester goes back N.
+TEST_F(SelectiveRepeatTest, TheSamePsnNakedAgainAndAgainGoesBack) {
+    ASSERT_NO_FATAL_FAILURE(write_eight_packets());
+    std::vector<std::uint32_t> resent;
+    for (int round = 0; round < 4; ++round) {
+        ASSERT_TRUE(
+            inject_ack(1001, roce::nak_syndrome(roce::NakCode::psn_sequence_error), /*msn=*/1003));
+        (void)poll_b(20);
+        resent = psns(sent_by_b());
+        if (round < 3) {
+            EXPECT_EQ(std::count(resent.begin(), resent.end(), 1004U), 0) << "round " << round;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(30)); // past the same-loss guard
+    }
+    for (std::uint32_t psn = 1001; psn <= 1007; ++psn) {
+        EXPECT_GE(std::count(resent.begin(), resent.end(), psn), 1) << psn << ": went back";
+    }
+    EXPECT_EQ(counter(*b_, "selective_resends"), 3U);
 }
 
 // A NAK whose MSN names nothing unacknowledged is a message count (the peer does not repeat
