@@ -26,6 +26,7 @@ void advance(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
     req.acked_psn = psn;
     skip_acknowledged(qp);
     req.probing = false;
+    req.resent_repeats = 0; // the peer took something: it keeps what it is sent
     req.retries_left = qp.attr->retry_cnt;
     req.rnr_retries_left = qp.attr->rnr_retry;
     arm_timer(qp, now);
@@ -266,6 +267,9 @@ void complete(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) n
             if (!roce::psn_after(psn, missing) && was_sent(qp, missing)) {
                 resend_selected(qp, psn, missing, now);
                 return;
+            }
+            if (missing == roce::psn_sub(psn, 1)) {
+                qp.req.restart_psn = no_psn; // it gave the gap up: go back, whatever came before
             }
         }
         (void)fast_restart(qp, psn, now);

@@ -224,9 +224,13 @@ struct RequesterState {
     // (a NAK re-sent for an AckReq, more responses past the gap) restarts once.
     std::uint32_t restart_psn = no_psn;
     std::uint64_t restart_tsc = 0;
-    // A selective-repeat peer's NAKs of restart_psn after its resend: a peer that NAKs the same
-    // PSN again and again does not keep what came after it, after all (resend_selected).
-    std::uint32_t restart_repeats = 0;
+    // The last packet a selective-repeat peer's NAK had resent alone, when, and how often in a
+    // row it was NAKed again since (resend_selected): a peer that NAKs the same PSN again and
+    // again does not keep what came after it, after all. Apart from restart_psn, which guards
+    // the go-back-N restarts.
+    std::uint32_t resent_psn = no_psn;
+    std::uint64_t resent_tsc = 0;
+    std::uint32_t resent_repeats = 0;
     // Packets a selective-repeat peer NAKed, each to go again alone (resend_selected).
     ResendQueue resends;
     // Round-trip time, smoothed, from one timed AckReq packet at a time (none across a restart,

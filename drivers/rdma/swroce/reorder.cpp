@@ -85,6 +85,11 @@ bool nak_one(SwroceQp& qp, TxBatch& tx, std::uint32_t missing) noexcept {
     return true;
 }
 
+// The later of two PSNs within a window of each other.
+std::uint32_t later(std::uint32_t a, std::uint32_t b) noexcept {
+    return roce::psn_after(a, b) ? a : b;
+}
+
 // The gap did not fill through rounds of NAKs: what was kept goes back to the pool, and the NAK
 // asks the requester to go back N, as IBTA's responder would have at once.
 void give_up_selective(SwroceQp& qp, TxBatch& tx) noexcept {
@@ -116,6 +121,7 @@ bool keep_past_gap(SwroceDevice& dev, unsigned group, SwroceQp& qp, const roce::
     ++state.counters.kept_past_gap;
     if (resp.kept.count() == 1) {
         resp.kept.gap_since = now;
+        resp.kept.aged_to = roce::psn_next(frame.bth.psn);
         resp.kept.naked_to = resp.expected_psn;
         resp.kept.renaks = 0;
     }
@@ -157,6 +163,7 @@ void run_kept(SwroceDevice& dev, unsigned group, SwroceQp& qp, roce::ParsedFrame
     resp.kept.drop_behind(resp.expected_psn, false, [&](rte_mbuf* m) { release(qp, m); });
     if (!resp.kept.empty()) {
         resp.kept.gap_since = now;
+        resp.kept.aged_to = roce::psn_next(resp.kept.highest());
         resp.kept.nak_tsc = now; // the new first missing PSN was NAKed at most just now
         resp.kept.renaks = 0;
     }
@@ -179,30 +186,34 @@ void nak_missing(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
     ResponderState& resp = qp.resp;
     ReorderBuffer& kept = resp.kept;
     const std::uint64_t cycles_per_us = qp.device->tsc_hz / 1000000;
+    // Missing with a PSN four past it kept ...
+    std::uint32_t end = roce::psn_sub(kept.highest(), selective_nak_after_later - 1);
     if (roce::psn_diff(kept.naked_to, resp.expected_psn) <= 0) {
         kept.naked_to = resp.expected_psn; // nothing NAKed past the first missing PSN yet
+        kept.missing_run = 0;
     } else if (now - kept.nak_tsc >= cycles_per_us * gap_renak_us) {
         if (++kept.renaks > renaks_before_giving_up) {
             give_up_selective(qp, tx);
             return;
         }
-        kept.naked_to = resp.expected_psn; // NAKs or resends lost: all that is missing again
+        // ... or NAKed before, and NAKs or resends were lost: all of those again ...
+        end = later(end, kept.naked_to);
+        kept.naked_to = resp.expected_psn;
+        kept.missing_run = 0;
         kept.nak_tsc = now;
     }
-    // Missing with a PSN four past it kept, or every one missing once the gap stays open.
+    // ... or missing a reordering delay since the gap or the last such pass.
     const bool drained = qp.device->groups[qp.queue_group]->rx_drained;
     const bool overdue =
         now - kept.gap_since >= cycles_per_us * (drained ? gap_nak_delay_us : gap_nak_limit_us);
-    const std::uint32_t end = overdue
-                                  ? roce::psn_next(kept.highest())
-                                  : roce::psn_sub(kept.highest(), selective_nak_after_later - 1);
-    std::uint32_t run = 0; // missing PSNs in a row
+    end = overdue ? later(end, kept.aged_to) : end;
     while (roce::psn_after(end, kept.naked_to)) {
         const std::uint32_t psn = kept.naked_to;
         const std::uint32_t span = kept.span_at(psn);
-        run = span == 0 ? run + 1 : 0;
-        if (run != 0 && run <= nak_run_limit) {
+        kept.missing_run = span == 0 ? kept.missing_run + 1 : 0;
+        if (kept.missing_run != 0 && kept.missing_run <= nak_run_limit) {
             if (!nak_one(qp, tx, psn)) {
+                --kept.missing_run;
                 return; // at the next progress
             }
             kept.nak_tsc = psn == resp.expected_psn ? now : kept.nak_tsc;
@@ -210,7 +221,8 @@ void nak_missing(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
         kept.naked_to = roce::psn_add(psn, std::max(span, 1U));
     }
     if (overdue) {
-        kept.gap_since = now; // a hole opened from now on waits for its own evidence
+        kept.gap_since = now; // holes that open from now on wait for their own delay
+        kept.aged_to = roce::psn_next(kept.highest());
     }
 }
 

@@ -115,6 +115,10 @@ public:
     std::uint64_t nak_tsc = 0;
     std::uint32_t naked_to = 0;
     std::uint32_t renaks = 0; // rounds of NAKs again with the first missing PSN still missing
+    // Missing PSNs below this one are at least a reordering delay old (NAKed all at once when the
+    // gap is overdue), and how many missing PSNs in a row end where naked_to stands.
+    std::uint32_t aged_to = 0;
+    std::uint32_t missing_run = 0;
 
 private:
     void take_over(ReorderBuffer& other) noexcept {
@@ -127,6 +131,8 @@ private:
         nak_tsc = other.nak_tsc;
         naked_to = other.naked_to;
         renaks = other.renaks;
+        aged_to = other.aged_to;
+        missing_run = other.missing_run;
         own_ = other.own_;
         slots_ = own_.data();
         mask_ = default_reach - 1;

@@ -148,19 +148,22 @@ void resend_selected(SwroceQp& qp, std::uint32_t nak_psn, std::uint32_t missing,
     RequesterState& req = qp.req;
     // The peer NAKs a PSN again only after 40 us (nak_missing), or when a probe asks: not the
     // round trips a go-back-N restart waits out, or a lost resend would wait for a probe.
-    if (req.restart_psn == psn) {
-        if (now - req.restart_tsc < qp.device->tsc_hz / 50'000) {
+    if (req.resent_psn == psn) {
+        const std::uint64_t age = now - req.resent_tsc;
+        if (age < qp.device->tsc_hz / 50'000) {
             return; // NAKed again before our resend could have arrived
         }
         // A go-back-N peer whose MSN happens to fall among our PSNs NAKs it again and again: it
-        // dropped what came after it. Three resends of one packet in a row lost are rarer.
-        if (++req.restart_repeats >= 3) {
-            req.restart_psn = no_psn;
+        // dropped what came after it. Only NAKs a round trip after the resend count (earlier
+        // ones were on their way), and three resends of one packet in a row lost are rare.
+        if (age >= restart_guard(qp) && ++req.resent_repeats >= 3) {
+            req.resent_psn = no_psn;
+            req.resent_repeats = 0;
             (void)fast_restart(qp, nak_psn, now);
             return;
         }
     } else {
-        req.restart_repeats = 0;
+        req.resent_repeats = 0;
     }
     SendWqe* wqe = wqe_holding(qp, psn);
     if (wqe == nullptr) {
@@ -169,9 +172,9 @@ void resend_selected(SwroceQp& qp, std::uint32_t nak_psn, std::uint32_t missing,
     if (wqe->is_read_or_atomic()) {
         // The request itself was lost. READs go back from it as with any peer: the restart asks
         // each READ after it for what it still lacks too, which under loss repairs more than the
-        // one request (bench/loss read_bw, 10 % both ways: 361 MB/s asked alone, 648 going
-        // back). The later PSNs of a READ's span are its responses' and never come as requests:
-        // the peer sees them missing too, and they ask for nothing.
+        // one request (bench/loss read_bw 64 KiB, 10 % both ways: 361 MB/s asked alone, 758
+        // going back). The later PSNs of a READ's span are its responses' and never come as
+        // requests: the peer sees them missing too, and they ask for nothing.
         if (psn == wqe->first_psn) {
             (void)fast_restart(qp, psn, now);
         }
@@ -181,8 +184,8 @@ void resend_selected(SwroceQp& qp, std::uint32_t nak_psn, std::uint32_t missing,
         return; // queued already, or no room: the peer NAKs it again
     }
     req.repairs_pending = true;
-    req.restart_psn = psn;
-    req.restart_tsc = now;
+    req.resent_psn = psn;
+    req.resent_tsc = now;
     // The window stays: it bounds what one loss costs a go-back-N peer, and here a loss costs
     // its one packet (the peer keeps a whole window, ReorderBuffer::selective_repeat_reach).
     req.timing = false; // Karn: no round-trip sample across a resend
