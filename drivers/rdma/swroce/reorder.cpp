@@ -7,11 +7,11 @@
 // the gap fills.
 //
 // A selective-repeat peer (QpAttr::selective_repeat, agreed out of band) resends only what is
-// NAKed, so nothing kept is let go: every PSN missing behind what was kept is NAKed by itself, as
-// soon as a few packets passed it, the first one again while it stays missing, and the filled gap
-// is acknowledged at once. Each NAK is IBTA's, of the first missing PSN, and names the missing one
-// in its MSN: a requester that does not repeat selectively goes back to the first, as IBTA says
-// (ENGINE.md, "Selective repeat").
+// NAKed, so a NAK lets nothing kept go: every PSN missing behind what was kept is NAKed by itself,
+// as soon as a few packets passed it, all still missing again while the first stays missing (and
+// the gap given up after rounds of that), and the filled gap is acknowledged at once. Each NAK is
+// IBTA's, of the first missing PSN, and names the missing one in its MSN: a requester that does not
+// repeat selectively goes back to the first, as IBTA says (ENGINE.md, "Selective repeat").
 #include <algorithm>
 
 #include <rte_mbuf.h>
@@ -25,7 +25,7 @@ namespace {
 // Kept packets that make a gap a loss, not a reordering: about twice the depth links reorder by
 // (swroce's own reorder devarg passes 3 frames by default).
 constexpr std::uint32_t nak_after_kept = 8;
-// A selective-repeat peer's missing PSN is taken for lost once this many later ones came: one
+// A selective-repeat peer's missing PSN is taken for lost once a PSN this far past it came: one
 // more than that reordering, as TCP's three duplicate ACKs.
 constexpr std::uint32_t selective_nak_after_later = 4;
 // How long a gap may stay open before it is NAKed (microseconds), once the port's queue is empty
