@@ -142,9 +142,8 @@ void send_ack(SwroceQp& qp, TxBatch& tx) noexcept;
 void send_responses(SwroceQp& qp, TxBatch& tx) noexcept;
 // The sequence-error NAK (or none) a request past a gap is owed, as IBTA's responder sends it.
 void nak_gap(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept;
-// The NAK for the gap the kept packets wait behind, when it was not only a reordering: once, or
-// `again` (a selective-repeat peer whose resend did not come).
-void nak_kept_gap(SwroceQp& qp, bool again = false) noexcept;
+// The NAK for the gap the kept packets wait behind, once, when it was not only a reordering.
+void nak_kept_gap(SwroceQp& qp) noexcept;
 // An ACK for everything taken so far, whether the requests asked for one or not (a filled gap a
 // selective-repeat peer's window waits on); it waits behind the responses still to go.
 void ack_taken(SwroceQp& qp) noexcept;

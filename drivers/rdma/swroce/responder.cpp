@@ -457,9 +457,9 @@ void nak_gap(SwroceQp& qp, const roce::ParsedFrame& frame) noexcept {
     }
 }
 
-void nak_kept_gap(SwroceQp& qp, bool again) noexcept {
+void nak_kept_gap(SwroceQp& qp) noexcept {
     ResponderState& resp = qp.resp;
-    if ((resp.nak_sent && !again) || resp.kept.empty()) {
+    if (resp.nak_sent || resp.kept.empty()) {
         return;
     }
     count(qp, ResponderError::psn_sequence);
