@@ -103,8 +103,12 @@ void retire_in_order(SwroceQp& qp, std::uint64_t now) noexcept {
                                    qp.req.acked_psn)) {
             return;
         }
+        const bool read = wqe.is_read_or_atomic();
         complete_send(qp, wqe, rdma::WcStatus::success);
         qp.send_queue.pop();
+        if (read) {
+            qp.retire_read();
+        }
         // A READ answered after a restart rewound it was never sent again: nothing to take back.
         qp.req.send_offset -= qp.req.send_offset > 0 ? 1U : 0U;
     }
@@ -127,8 +131,8 @@ void place_in_wqe(const SendWqe& wqe, std::uint32_t offset, const std::uint8_t* 
 
 // Places the payload of response `index` of a READ or atomic; false when the QP failed on it (a
 // response of the wrong kind or length, a local key gone).
-bool place_response(SwroceQp& qp, SendWqe& target, const roce::ParsedFrame& frame,
-                    std::uint32_t index) noexcept {
+bool place_response(SwroceQp& qp, SendWqe& target, ResponseMap* ahead,
+                    const roce::ParsedFrame& frame, std::uint32_t index) noexcept {
     const bool atomic_ack = frame.opcode() == roce::Opcode::rc_atomic_acknowledge;
     if (atomic_ack != (target.wr.opcode != rdma::WrOpcode::rdma_read)) {
         fail_qp(qp, rdma::WcStatus::bad_response_error);
@@ -159,32 +163,49 @@ bool place_response(SwroceQp& qp, SendWqe& target, const roce::ParsedFrame& fram
     }
     place_in_wqe(target, offset, data.data(), static_cast<std::uint32_t>(data.size()));
     if (index == target.responses) {
-        target.responses += target.ahead.fill_first();
+        target.responses += ahead != nullptr ? ahead->fill_first() : 1;
     } else {
-        target.ahead.mark(index - target.responses);
+        ahead->mark(index - target.responses); // complete_response kept it only with a map
     }
     return true;
 }
 
-// Whether response `index` of `wqe` was placed already (a replay, or one late on the way).
-bool placed_already(const SendWqe& wqe, std::uint32_t index) noexcept {
-    return index < wqe.responses ||
-           (index > wqe.responses && index - wqe.responses < ResponseMap::capacity &&
-            wqe.ahead.holds(index - wqe.responses));
+// How many later responses of a READ may overtake a missing one before it is taken as lost: a
+// reordered one is not asked for again (bench/loss read_bw 1 MiB, 5 % reordered: every reordered
+// response was asked for again, one repair in twenty responses), and a lost one costs three
+// packets' time more. TCP's three duplicate ACKs; the responder's NAK waits for a PSN 4 past a gap.
+constexpr std::uint32_t reorder_slack = 3;
+
+// Response `index` of `wqe` was placed: responses missing more than reorder_slack before it are
+// asked for again by themselves, and all those missing once the READ's last one came (nothing
+// after it would show them lost, and the wait would be a probe's).
+void note_response(SwroceQp& qp, SendWqe& wqe, std::uint32_t index, std::uint64_t now) noexcept {
+    if (index == wqe.response_reach) {
+        wqe.response_reach = index + 1; // in order
+        return;
+    }
+    const bool last = index + 1 == wqe.psn_span;
+    if (last || index > wqe.response_reach + reorder_slack) {
+        (void)ask_for_missing(qp, wqe, last ? index : index - reorder_slack, now);
+    }
+    while (wqe.response_reach <= index && wqe.placed(qp.map_of(wqe), wqe.response_reach)) {
+        ++wqe.response_reach;
+    }
 }
 
 // A READ response or an atomic ACK, for the READ or atomic whose PSNs hold it. Each is placed
 // where its PSN says, whatever an earlier one still lacks (the responder answers in order, so
-// what arrives is good); one past responses never seen shows those were lost, and they alone
-// are asked for again, at once. A response implicitly acknowledges everything before its request
-// (IBTA 9.7.5.1.3).
+// what arrives is good); responses overtaken by more than reorder_slack later ones were lost, and
+// they alone are asked for again. A response implicitly acknowledges everything before its
+// request (IBTA 9.7.5.1.3).
 void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64_t now) noexcept {
     SendWqe* target = wqe_holding(qp, frame.bth.psn);
     const auto index =
         target == nullptr
             ? 0U
             : static_cast<std::uint32_t>(roce::psn_diff(frame.bth.psn, target->first_psn));
-    if (target == nullptr || !target->is_read_or_atomic() || placed_already(*target, index)) {
+    if (target == nullptr || !target->is_read_or_atomic() ||
+        target->placed(qp.map_of(*target), index)) {
         count_event(qp, &QpCounters::duplicates,
                     &SwroceCounters::duplicates); // replayed, late, or nothing outstanding
         return;
@@ -193,14 +214,27 @@ void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64
     if (qp.state() == rdma::QpState::err) {
         return;
     }
-    if (index - target->responses >= ResponseMap::capacity) {
+    // Its map may have come free by what that acknowledged.
+    ResponseMap* ahead = qp.map_of(*target);
+    if (index != target->responses &&
+        (ahead == nullptr || index - target->responses >= ResponseMap::capacity)) {
         return; // too far past a missing one to keep: asked for again once the map moves on
     }
-    if (index > target->response_reach) {
-        ask_for_responses(qp, *target, target->response_reach, index, now);
+    if (!place_response(qp, *target, ahead, frame, index)) {
+        return;
     }
-    target->response_reach = std::max(target->response_reach, index + 1);
-    if (place_response(qp, *target, frame, index) && target->responses > 0) {
+    // Responses still coming are no stall, whether or not they acknowledge anything: a READ's
+    // lost response waits for its repair behind the stream of later READs (a millisecond of
+    // queues at 1 MiB), and a probe would ask every READ again from its first gap.
+    qp.req.probe_deadline = now + qp.req.probe_wait_cycles;
+    qp.req.probes_without_progress = 0;
+    if (PRDMA_UNLIKELY(frame.bth.psn == qp.req.repair_timed_psn)) {
+        const std::uint64_t sample = now - qp.req.repair_timed_tsc; // send_repairs timed it
+        qp.req.repair_rtt = qp.req.repair_rtt == 0 ? sample : (7 * qp.req.repair_rtt + sample) / 8;
+        qp.req.repair_timed_psn = no_psn;
+    }
+    note_response(qp, *target, index, now);
+    if (target->responses > 0) {
         acknowledge(qp, roce::psn_add(target->first_psn, target->responses - 1), now);
     }
 }

@@ -213,6 +213,9 @@ void resend_selected(SwroceQp& qp, std::uint32_t nak_psn, std::uint32_t missing,
 // alone (a READ for just those packets, an atomic again), nothing else is sent again.
 void ask_for_responses(SwroceQp& qp, SendWqe& wqe, std::uint32_t from, std::uint32_t end,
                        std::uint64_t now) noexcept;
+// The responses of `wqe` before `upto` that neither arrived nor were asked for are asked for, a
+// run at a time; response_reach moves to `upto`. False when none was missing.
+bool ask_for_missing(SwroceQp& qp, SendWqe& wqe, std::uint32_t upto, std::uint64_t now) noexcept;
 // A READ or atomic that something after it overtook lacks responses: its tail never came, or the
 // responses asked for have not come in the time they should have. They are asked for again.
 void chase_responses(SwroceQp& qp, SendWqe& wqe, std::uint64_t now) noexcept;

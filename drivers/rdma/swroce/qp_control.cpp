@@ -129,6 +129,9 @@ Status create_qp(Device& device, const rdma::driver::QpInit& init, const Control
         qp->attr->path_mtu = dev.path_mtu; // a datagram is one packet of the port's MTU at most
     }
     make_queues(*qp, init.caps);
+    if (qp->type == rdma::QpType::rc) {
+        qp->response_maps = std::make_unique<ResponseMap[]>(response_map_slots);
+    }
     qp->srq = static_cast<SwroceSrq*>(init.srq);
     if (qp->srq != nullptr && qp->srq->max_sge > 1) {
         qp->held_sges = std::make_unique<rdma::Sge[]>(qp->srq->max_sge);
@@ -227,6 +230,7 @@ void apply_modify(SwroceQp& qp, const QpModify& modify) noexcept {
         // Nothing of the old connection survives: no restart point, no responder resource a
         // duplicate of an old request could be answered from.
         qp.req = RequesterState{};
+        qp.forget_reads();
         set_timer_periods(qp);
         release_kept(qp);
         qp.resp = ResponderState{};

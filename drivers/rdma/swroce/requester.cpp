@@ -100,8 +100,8 @@ struct ReadAsk {
     std::uint32_t end = 0;
 };
 
-ReadAsk read_ask(const SendWqe& wqe) noexcept {
-    return {wqe.responses, wqe.first_gap_end()};
+ReadAsk read_ask(const SwroceQp& qp, const SendWqe& wqe) noexcept {
+    return {wqe.responses, wqe.first_gap_end(qp.map_of(wqe))};
 }
 
 // The headers of packet `plan` of `wqe` (a READ: asking for `ask`).
@@ -180,6 +180,9 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
         wqe.psn_span = segments.psn_span();
         qp.req.send_psn = roce::psn_add(qp.req.send_psn, wqe.psn_span);
         wqe.assigned = true;
+        if (wqe.is_read_or_atomic()) {
+            wqe.read_seq = qp.req.read_seq_next++;
+        }
     }
     // SENDs and WRITEs go out from the QP's prebuilt request headers (emit_request); a READ or
     // atomic request is built whole.
@@ -187,7 +190,7 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
     const bool solicited = wqe.wr.flags.has(rdma::send_solicited);
     while (wqe.next_packet < segments.packet_count() && !tx.full()) {
         const PacketPlan plan = segments.packet(wqe.next_packet);
-        const ReadAsk ask = request ? ReadAsk{} : read_ask(wqe);
+        const ReadAsk ask = request ? ReadAsk{} : read_ask(qp, wqe);
         const std::uint32_t psn =
             roce::psn_add(wqe.first_psn, request ? wqe.next_packet : ask.from);
         if (!in_window(qp, wqe, psn)) {
@@ -228,7 +231,7 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
 // Lost responses asked for by themselves (ask_for_responses), ahead of anything new: a READ
 // request for just those packets, an atomic again. Its responder answers both from the resource
 // the request made (a duplicate is never executed again).
-void send_repairs(SwroceQp& qp, TxBatch& tx) noexcept {
+void send_repairs(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
     for (std::uint32_t i = 0; i < qp.send_queue.size(); ++i) {
         SendWqe& wqe = qp.send_queue.at(i);
         if (!wqe.assigned) {
@@ -251,6 +254,12 @@ void send_repairs(SwroceQp& qp, TxBatch& tx) noexcept {
             return;
         }
         wqe.repair_end = wqe.repair_from;
+        // A repair waits behind the responses queued on the path, often a millisecond at
+        // 1 MiB: the first response asked for times what the chase waits for.
+        if (qp.req.repair_timed_psn == no_psn) {
+            qp.req.repair_timed_psn = h.bth.psn;
+            qp.req.repair_timed_tsc = now;
+        }
     }
 }
 
@@ -341,7 +350,7 @@ void run_requester(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
         qp.req.repairs_pending = false; // each sets it again for what it leaves
         send_resends(qp, tx);
         if (qp.req.reads_posted) {
-            send_repairs(qp, tx);
+            send_repairs(qp, tx, now);
         }
     }
     std::uint32_t reads = outstanding_reads(qp);

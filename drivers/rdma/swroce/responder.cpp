@@ -130,9 +130,7 @@ void replay(SwroceQp& qp, const Request& r) noexcept {
             if (first >= end) {
                 return;
             }
-            res.repair = res.repair.done() ? ResponseRun{first, end}
-                                           : ResponseRun{std::min(first, res.repair.next),
-                                                         std::max(end, res.repair.end)};
+            res.repairs.add({first, end});
         }
         res.sending = true;
         qp.resp.responses_pending = true;
@@ -571,7 +569,12 @@ bool send_read_responses(SwroceQp& qp, TxBatch& tx, ResponderResource& res) noex
         res.sending = false;
         return true;
     }
-    if (!send_run(qp, tx, res, res.repair) || !send_run(qp, tx, res, res.run)) {
+    for (; !res.repairs.empty(); res.repairs.pop_front()) {
+        if (!send_run(qp, tx, res, res.repairs.front())) {
+            return false;
+        }
+    }
+    if (!send_run(qp, tx, res, res.run)) {
         return false;
     }
     res.sending = false;

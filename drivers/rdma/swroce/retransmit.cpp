@@ -12,12 +12,18 @@ namespace prdma::swroce {
 namespace {
 
 // How long after a restart from PSN p another report of p is the same loss (a NAK sent before
-// the restart reached the responder), and how long responses asked for again may take: two
-// smoothed round trips, and at least 20 us.
+// the restart reached the responder): two smoothed round trips, and at least 20 us.
 std::uint64_t restart_guard(const SwroceQp& qp) noexcept {
     const std::uint64_t floor = qp.device->tsc_hz / 50'000;
     const std::uint64_t rtt = qp.req.srtt != 0 ? 2 * qp.req.srtt : 5 * floor;
     return std::max(rtt, floor);
+}
+
+// How long responses asked for again may take before they are asked for once more: two repair
+// round trips, and at least restart_guard's floor; restart_guard before one was measured.
+std::uint64_t repair_guard(const SwroceQp& qp) noexcept {
+    return qp.req.repair_rtt != 0 ? std::max(2 * qp.req.repair_rtt, qp.device->tsc_hz / 50'000)
+                                  : restart_guard(qp);
 }
 
 } // namespace
@@ -103,7 +109,8 @@ void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept {
         break;
     }
     qp.req.send_offset = std::min(qp.req.send_offset, first_resend);
-    qp.req.timing = false; // Karn: no round-trip sample across a restart
+    qp.req.timing = false;            // Karn: no round-trip sample across a restart
+    qp.req.repair_timed_psn = no_psn; // nor a repair's: READs are asked again
     count_event(qp, &QpCounters::retransmissions, &SwroceCounters::retransmissions);
 }
 
@@ -198,6 +205,11 @@ void ask_for_responses(SwroceQp& qp, SendWqe& wqe, std::uint32_t from, std::uint
         from = std::min(from, wqe.repair_from);
         end = std::max(end, wqe.repair_end);
     }
+    const std::int32_t timed = roce::psn_diff(qp.req.repair_timed_psn, wqe.first_psn);
+    if (qp.req.repair_timed_psn != no_psn && timed >= static_cast<std::int32_t>(from) &&
+        timed < static_cast<std::int32_t>(end)) {
+        qp.req.repair_timed_psn = no_psn; // Karn: asked for again, its answer times neither ask
+    }
     wqe.repair_from = from;
     wqe.repair_end = end;
     wqe.repair_tsc = now;
@@ -207,15 +219,34 @@ void ask_for_responses(SwroceQp& qp, SendWqe& wqe, std::uint32_t from, std::uint
     ++qp.device->counters_of(qp).read_repairs;
 }
 
+bool ask_for_missing(SwroceQp& qp, SendWqe& wqe, std::uint32_t upto, std::uint64_t now) noexcept {
+    bool asked = false;
+    std::uint32_t from = std::max(wqe.response_reach, wqe.responses);
+    while (from < upto) {
+        if (wqe.placed(qp.map_of(wqe), from)) {
+            ++from;
+            continue;
+        }
+        std::uint32_t end = from + 1;
+        while (end < upto && !wqe.placed(qp.map_of(wqe), end)) {
+            ++end;
+        }
+        ask_for_responses(qp, wqe, from, end, now);
+        asked = true;
+        from = end;
+    }
+    wqe.response_reach = std::max(wqe.response_reach, upto);
+    return asked;
+}
+
 void chase_responses(SwroceQp& qp, SendWqe& wqe, std::uint64_t now) noexcept {
-    if (wqe.response_reach < wqe.psn_span) {
-        ask_for_responses(qp, wqe, wqe.response_reach, wqe.psn_span, now);
+    if (wqe.response_reach < wqe.psn_span && ask_for_missing(qp, wqe, wqe.psn_span, now)) {
         return;
     }
-    if (now - wqe.repair_tsc < restart_guard(qp)) {
+    if (now - wqe.repair_tsc < repair_guard(qp)) {
         return; // what was asked for may still be on its way
     }
-    ask_for_responses(qp, wqe, wqe.responses, wqe.first_gap_end(), now);
+    ask_for_responses(qp, wqe, wqe.responses, wqe.first_gap_end(qp.map_of(wqe)), now);
 }
 
 namespace {

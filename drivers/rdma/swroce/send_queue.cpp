@@ -143,6 +143,7 @@ void flush_queues(SwroceQp& qp) noexcept {
         qp.send_cq->push(wc);
         qp.send_queue.pop();
     }
+    qp.forget_reads();
     qp.req.send_offset = 0;
     qp.req.retransmit_deadline = 0;
 }

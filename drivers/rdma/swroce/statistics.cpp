@@ -64,7 +64,8 @@ std::uint64_t qp_memory_bytes(const SwroceQp& qp) {
     return sizeof(SwroceQp) + std::uint64_t{qp.send_queue.capacity()} * sizeof(SendWqe) +
            std::uint64_t{qp.receive_queue.capacity()} * sizeof(RecvWqe) + qp.wqe_stores.bytes +
            (qp.reorder_room ? ReorderBuffer::selective_repeat_reach * sizeof(ReorderBuffer::Slot)
-                            : 0);
+                            : 0) +
+           (qp.response_maps ? response_map_slots * sizeof(ResponseMap) : 0);
 }
 
 rdma::QpStatus status_of(const SwroceQp& qp) {

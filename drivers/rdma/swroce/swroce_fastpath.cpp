@@ -140,7 +140,6 @@ bool fill_wqe(const rdma::SendWr& wr, SendWqe& wqe) noexcept {
     wqe.repair_from = 0;
     wqe.repair_end = 0;
     if (wqe_is_read_or_atomic(wr.opcode)) {
-        wqe.ahead.clear();
         wqe.response_reach = 0;
     }
     wqe.local_status = rdma::WcStatus::success;

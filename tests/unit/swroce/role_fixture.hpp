@@ -37,11 +37,11 @@ inline constexpr std::uint32_t rq_psn = 1000; // the responder's first expected 
 inline constexpr std::uint32_t sq_psn = 5000; // the requester's first PSN
 inline constexpr std::uint32_t mtu = 1024;
 
-inline constexpr std::size_t buffer_size = std::size_t{1} << 20;
+inline constexpr std::size_t buffer_size = std::size_t{2} << 20;
 inline constexpr std::size_t remote_offset = 64 * 1024; // guards before and after it
 inline constexpr std::size_t remote_length = 64 * 1024;
 inline constexpr std::size_t local_offset = 256 * 1024;
-inline constexpr std::size_t local_length = 512 * 1024;
+inline constexpr std::size_t local_length = 1536 * 1024; // a READ past ResponseMap::capacity
 inline constexpr std::uint8_t guard_byte = 0xee;
 
 // The frames a role put into a TxBatch, parsed (ICRC verified); owns the mbufs and frees them.
