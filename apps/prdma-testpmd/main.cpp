@@ -101,7 +101,8 @@ SessionConfig session_config(const TestpmdOptions& o) {
             .fwd = o.fwd,
             .engine = find_engine(o.engine),
             .srq = o.srq,
-            .ud = o.ud};
+            .ud = o.ud,
+            .selective_repeat = o.selective_repeat};
 }
 
 int run(const TestpmdOptions& o) {

@@ -28,6 +28,7 @@ enum LongOnly : int {
     opt_signal_every,
     opt_srq,
     opt_qp_type,
+    opt_selective_repeat,
 };
 
 const option long_options[] = {
@@ -46,6 +47,7 @@ const option long_options[] = {
     {"signal-every", required_argument, nullptr, opt_signal_every},
     {"srq", no_argument, nullptr, opt_srq},
     {"qp-type", required_argument, nullptr, opt_qp_type},
+    {"selective-repeat", no_argument, nullptr, opt_selective_repeat},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -138,6 +140,9 @@ Status apply(int c, const char* arg, TestpmdOptions& o) {
         }
         o.ud = std::string_view(arg) == "ud";
         return {};
+    case opt_selective_repeat:
+        o.selective_repeat = true;
+        return {};
     default:
         return Error(StatusCode::invalid_parameter, "unknown option (--help lists them)");
     }
@@ -166,7 +171,9 @@ void print_usage(const char* program) {
                 "  --srq                  each lcore's QPs take their receives from one shared\n"
                 "                         receive queue of %u (send, echo, rxonly)\n"
                 "  --qp-type rc|ud        the QPs' transport (default rc); UD QPs run udsend,\n"
-                "                         datagrams to every peer QP in turn, and rxonly\n",
+                "                         datagrams to every peer QP in turn, and rxonly\n"
+                "  --selective-repeat     RC: after a loss resend only what the peer NAKs (the\n"
+                "                         peer must say so too; without, go-back-N)\n",
                 program, max_burst, max_message, srq_slots);
 }
 
@@ -193,6 +200,10 @@ Result<TestpmdOptions> parse_options(int argc, char** argv) {
         return Error(
             StatusCode::invalid_parameter,
             strformat("unexpected argument '%s' (--help lists the options)", argv[optind]));
+    }
+    if (o.ud && o.selective_repeat) {
+        return Error(StatusCode::invalid_parameter,
+                     "--selective-repeat is RC's: a datagram is never resent");
     }
     if (o.ud && !o.engine_given) {
         o.engine = "udsend";

@@ -23,8 +23,9 @@ struct TestpmdOptions {
     std::string device;
     std::string peer_host; // empty: listen
     std::uint16_t peer_port = 18515;
-    bool srq = false; // one shared receive queue per forwarding lcore
-    bool ud = false;  // --qp-type ud: the QPs are UD (engines udsend and rxonly)
+    bool srq = false;              // one shared receive queue per forwarding lcore
+    bool ud = false;               // --qp-type ud: the QPs are UD (engines udsend and rxonly)
+    bool selective_repeat = false; // RC QPs recover by selective repeat (both sides must ask)
     bool engine_given = false;
     bool help = false;
 };

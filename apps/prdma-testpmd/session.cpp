@@ -67,6 +67,11 @@ Status Session::open_device(const SessionConfig& config) {
         return Error(StatusCode::not_supported, strformat("--qp-type ud: %s has no UD QPs",
                                                           rdma::device_name(device_).c_str()));
     }
+    if (config.selective_repeat && !info->attr.capability_flags.has(rdma::cap_selective_repeat)) {
+        return Error(StatusCode::not_supported,
+                     strformat("--selective-repeat: %s recovers by go-back-N only",
+                               rdma::device_name(device_).c_str()));
+    }
     const unsigned workers = rte_lcore_count() - 1;
     if (workers == 0) {
         return Error(StatusCode::invalid_parameter,

@@ -27,8 +27,9 @@ struct SessionConfig {
     std::uint16_t peer_port = 18515;
     FwdConfig fwd;
     const FwdEngine* engine = &write_engine;
-    bool srq = false; // each lcore's QPs receive from one SRQ (srq_slots receives)
-    bool ud = false;  // the QPs are UD: udsend and rxonly
+    bool srq = false;              // each lcore's QPs receive from one SRQ (srq_slots receives)
+    bool ud = false;               // the QPs are UD: udsend and rxonly
+    bool selective_repeat = false; // RC QPs recover by selective repeat (QpAttr)
 };
 
 struct QpEntry {

@@ -35,7 +35,8 @@ rdma::QpAttr init_attributes() {
     return init;
 }
 
-rdma::QpAttr rtr_attributes(const rdma::ConnectionDescriptor& peer, std::uint8_t rd_atomic) {
+rdma::QpAttr rtr_attributes(const rdma::ConnectionDescriptor& peer, std::uint8_t rd_atomic,
+                            bool selective_repeat) {
     rdma::QpAttr rtr;
     rtr.state = rdma::QpState::rtr;
     rtr.path_mtu = rdma::Mtu::mtu_1024;
@@ -45,6 +46,7 @@ rdma::QpAttr rtr_attributes(const rdma::ConnectionDescriptor& peer, std::uint8_t
     rtr.rq_psn = peer.psn;
     rtr.max_dest_rd_atomic = rd_atomic;
     rtr.min_rnr_timer = 12;
+    rtr.selective_repeat = selective_repeat;
     return rtr;
 }
 
@@ -73,10 +75,12 @@ Status Session::bring_up(QpEntry& entry, const rdma::ConnectionDescriptor& peer,
         !s) {
         return s;
     }
-    if (Status s = modify_qp(entry, rtr_attributes(peer, max_rd_atomic_),
-                             rdma::qp_attr_state | rdma::qp_attr_path_mtu | rdma::qp_attr_dest |
-                                 rdma::qp_attr_dest_qpn | rdma::qp_attr_rq_psn |
-                                 rdma::qp_attr_max_dest_rd_atomic | rdma::qp_attr_min_rnr_timer);
+    const rdma::QpAttrMask rtr_mask =
+        rdma::qp_attr_state | rdma::qp_attr_path_mtu | rdma::qp_attr_dest | rdma::qp_attr_dest_qpn |
+        rdma::qp_attr_rq_psn | rdma::qp_attr_max_dest_rd_atomic | rdma::qp_attr_min_rnr_timer |
+        (config_.selective_repeat ? rdma::qp_attr_selective_repeat : rdma::QpAttrMask{});
+    if (Status s = modify_qp(entry, rtr_attributes(peer, max_rd_atomic_, config_.selective_repeat),
+                             rtr_mask);
         !s) {
         return s;
     }

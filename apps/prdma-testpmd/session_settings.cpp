@@ -203,6 +203,10 @@ void Session::show_config() const {
     }
     std::printf("  mix: %s  forwarding lcores: %zu  forwarding: %s\n", mix.c_str(), lcores_.size(),
                 forwarding_ ? "started" : "stopped");
+    if (!config_.ud) {
+        std::printf("  QPs: RC, loss recovery %s\n",
+                    config_.selective_repeat ? "selective repeat" : "go-back-N");
+    }
     if (config_.ud) {
         std::printf("  QPs: UD, Q_Key 0x%08x, %zu peer hosts, %u peer QPs to send to, datagrams "
                     "up to %u B\n",

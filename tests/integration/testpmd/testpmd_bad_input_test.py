@@ -52,6 +52,8 @@ class BadOptionsTest(unittest.TestCase):
             (['--qp-type', 'uc'], "--qp-type 'uc': rc or ud"),
             (['--qp-type', 'ud', '--fwd', 'echo'], '--fwd echo: the QPs are UD (--qp-type ud): udsend or rxonly'),
             (['--fwd', 'udsend'], '--fwd udsend: udsend needs UD QPs (--qp-type ud)'),
+            (['--qp-type', 'ud', '--selective-repeat'],
+             "--selective-repeat is RC's: a datagram is never resent"),
             (['--bogus'], "unknown option '--bogus'"),
             (['--peer', 'host:99999'], "--peer 'host:99999': HOST[:PORT]"),
             (['--stats-period'], "missing the value of option '--stats-period'"),
@@ -68,7 +70,7 @@ class BadOptionsTest(unittest.TestCase):
         result = self.run_options('--help')
         self.assertEqual(result.returncode, 0)
         for option in ('--cmdline-file', '--stats-period', '--nb-qps', '--burst', '--size',
-                       '--fwd', '--peer', '--qp-type', '-i', '-a'):
+                       '--fwd', '--peer', '--qp-type', '--selective-repeat', '-i', '-a'):
             self.assertIn(option, result.stdout)
 
 

@@ -230,6 +230,23 @@ class EngineTest(PairTest):
         self.assertEqual(got['RX-verify-errors'], 0, got)
         self.assertRegex(out_s, r'rx_dropped_injected: [1-9]')
 
+    def test_selective_repeat_under_loss(self):
+        # Both sides ask for selective repeat (--selective-repeat): the sender's device resends
+        # what the receiver NAKs, packet by packet (selective_resends), and every SEND arrives
+        # intact.
+        sender = f'{CONNECT}set fwd send\nset fault drop 0.02 both\nshow config\nsync\nstart\n' \
+                 'sleep 2\nstop\nshow device xstats\nsync\nquit'
+        out_s, out_c = self.run_pair(sender, receiver('rxonly'),
+                                     server_args=('--selective-repeat', '--size', '4096'),
+                                     client_args=('--selective-repeat', '--size', '4096'))
+        self.assertIn('QPs: RC, loss recovery selective repeat', out_s)
+        sent, got = last_total(out_s), last_total(out_c)
+        self.check_sender(sent, 4096)
+        self.assertRegex(out_s, r'rx_dropped_injected: [1-9]')
+        self.assertRegex(out_s, r'selective_resends: [1-9]')
+        self.assertEqual(got['RX-ops'], sent['TX-completed'], (sent, got))
+        self.assertEqual(got['RX-verify-errors'], 0, got)
+
     def test_fast_register_and_invalidate(self):
         verbs = 'register mr 8192 lw,rw,rr\nconnect qp 0\nfast-register mr 0 qp 0\nshow mr\n' \
                 'invalidate mr 0 qp 0\ninvalidate mr 0 qp 0\nshow qp 0\nsync\nquit'
