@@ -170,6 +170,19 @@ bool place_response(SwroceQp& qp, SendWqe& target, ResponseMap* ahead,
     return true;
 }
 
+// The first response a repair asked for came (send_repairs timed it): a sample of how long a
+// repair takes. One longer than the transport timeout is no round trip (a PSN met again after
+// the 24-bit space wrapped) and is dropped.
+void take_repair_sample(SwroceQp& qp, std::uint64_t now) noexcept {
+    RequesterState& req = qp.req;
+    const std::uint64_t sample = now - req.repair_timed_tsc;
+    req.repair_timed_psn = no_psn;
+    if (req.timeout_cycles != 0 && sample > req.timeout_cycles) {
+        return;
+    }
+    req.repair_rtt = req.repair_rtt == 0 ? sample : (7 * req.repair_rtt + sample) / 8;
+}
+
 // How many later responses of a READ may overtake a missing one before it is taken as lost: a
 // reordered one is not asked for again (bench/loss read_bw 1 MiB, 5 % reordered: every reordered
 // response was asked for again, one repair in twenty responses), and a lost one costs three
@@ -206,6 +219,9 @@ void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64
             : static_cast<std::uint32_t>(roce::psn_diff(frame.bth.psn, target->first_psn));
     if (target == nullptr || !target->is_read_or_atomic() ||
         target->placed(qp.map_of(*target), index)) {
+        if (frame.bth.psn == qp.req.repair_timed_psn) {
+            qp.req.repair_timed_psn = no_psn; // its first answer came before: times nothing
+        }
         count_event(qp, &QpCounters::duplicates,
                     &SwroceCounters::duplicates); // replayed, late, or nothing outstanding
         return;
@@ -216,8 +232,15 @@ void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64
     }
     // Its map may have come free by what that acknowledged.
     ResponseMap* ahead = qp.map_of(*target);
-    if (index != target->responses &&
-        (ahead == nullptr || index - target->responses >= ResponseMap::capacity)) {
+    if (index != target->responses && ahead == nullptr) {
+        // Older READs hold every map: nothing past a gap can be kept, so the READ is asked
+        // again from its first missing response to its end, once, as go-back-N would.
+        if (target->response_reach < target->psn_span) {
+            ask_for_responses(qp, *target, target->responses, target->psn_span, now);
+        }
+        return;
+    }
+    if (index - target->responses >= ResponseMap::capacity) {
         return; // too far past a missing one to keep: asked for again once the map moves on
     }
     if (!place_response(qp, *target, ahead, frame, index)) {
@@ -229,9 +252,7 @@ void complete_response(SwroceQp& qp, const roce::ParsedFrame& frame, std::uint64
     qp.req.probe_deadline = now + qp.req.probe_wait_cycles;
     qp.req.probes_without_progress = 0;
     if (PRDMA_UNLIKELY(frame.bth.psn == qp.req.repair_timed_psn)) {
-        const std::uint64_t sample = now - qp.req.repair_timed_tsc; // send_repairs timed it
-        qp.req.repair_rtt = qp.req.repair_rtt == 0 ? sample : (7 * qp.req.repair_rtt + sample) / 8;
-        qp.req.repair_timed_psn = no_psn;
+        take_repair_sample(qp, now);
     }
     note_response(qp, *target, index, now);
     if (target->responses > 0) {

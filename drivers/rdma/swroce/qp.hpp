@@ -164,23 +164,32 @@ struct ResponseRun {
 // Responses of one READ a requester asked for again by themselves, in the order asked: a few
 // disjoint runs, so two losses far apart cost their own packets, not everything between (one
 // merged run resent ten responses per one lost, bench/loss read_bw 1 MiB at 1 % loss). A run that
-// touches a queued one joins it; with all taken, the last grows to cover the new one.
+// touches queued ones takes them in; with all taken, the nearest grows to cover the new one.
 class RepairRuns {
 public:
     static constexpr std::uint32_t capacity = 4;
 
     void add(ResponseRun run) noexcept {
+        std::uint32_t kept = 0;
         for (std::uint32_t i = 0; i < count_; ++i) {
             if (run.next <= runs_[i].end && run.end >= runs_[i].next) {
-                runs_[i] = join(runs_[i], run);
-                return;
+                run = join(run, runs_[i]); // every run it touches is taken into it
+            } else {
+                runs_[kept++] = runs_[i];
             }
         }
+        count_ = kept;
         if (count_ < capacity) {
             runs_[count_++] = run;
-        } else {
-            runs_[capacity - 1] = join(runs_[capacity - 1], run);
+            return;
         }
+        std::uint32_t nearest = 0;
+        for (std::uint32_t i = 1; i < capacity; ++i) {
+            if (distance(run, runs_[i]) < distance(run, runs_[nearest])) {
+                nearest = i;
+            }
+        }
+        runs_[nearest] = join(runs_[nearest], run);
     }
     [[nodiscard]] bool empty() const noexcept { return count_ == 0; }
     [[nodiscard]] ResponseRun& front() noexcept { return runs_[0]; }
@@ -194,6 +203,10 @@ public:
 private:
     static ResponseRun join(ResponseRun a, ResponseRun b) noexcept {
         return {std::min(a.next, b.next), std::max(a.end, b.end)};
+    }
+    // Responses between two runs that do not touch.
+    static std::uint32_t distance(ResponseRun a, ResponseRun b) noexcept {
+        return a.next > b.end ? a.next - b.end : b.next - a.end;
     }
 
     std::array<ResponseRun, capacity> runs_{};

@@ -237,7 +237,16 @@ void send_repairs(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
         if (!wqe.assigned) {
             break;
         }
-        const ReadAsk ask{std::max(wqe.repair_from, wqe.responses), wqe.repair_end};
+        // What came meanwhile (a response reordered past the slack) is not asked for: its
+        // answer would be a duplicate, and a timed one would never close its sample.
+        ReadAsk ask{std::max(wqe.repair_from, wqe.responses), wqe.repair_end};
+        const ResponseMap* ahead = wqe.is_read_or_atomic() ? qp.map_of(wqe) : nullptr;
+        while (ask.from < ask.end && wqe.placed(ahead, ask.from)) {
+            ++ask.from;
+        }
+        while (ask.end > ask.from && wqe.placed(ahead, ask.end - 1)) {
+            --ask.end;
+        }
         if (!wqe.is_read_or_atomic() || ask.from >= ask.end || wqe.answered()) {
             wqe.repair_end = wqe.repair_from; // answered meanwhile
             continue;

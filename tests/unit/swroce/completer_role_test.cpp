@@ -36,6 +36,14 @@ protected:
             deliver(ack);
         }
     }
+    // A READ of `packets` whole MTUs (wr_id 1, from PSN sq_psn), sent; the bytes its responses
+    // carry.
+    std::vector<std::uint8_t> send_read(std::uint32_t packets, std::uint8_t seed,
+                                        std::uint64_t now) {
+        post_deferred(read_wr(1, 0, std::size_t{packets} * mtu, 0x50000));
+        EXPECT_EQ(run_requester_once(now).size(), 1U);
+        return pattern(std::size_t{packets} * mtu, seed);
+    }
     // Response `index` of a READ of `packets` whole MTUs sent first (PSN sq_psn + index), with
     // its bytes of `data`.
     void answer_read(std::span<const std::uint8_t> data, std::uint32_t packets, std::uint32_t index,
@@ -456,9 +464,7 @@ TEST_F(CompleterRoleTest, ResponsesAreAskedForOnceFourLaterOnesOrTheLastOvertook
     const std::uint64_t now = tsc();
     constexpr std::uint32_t packets = 16;
     const std::uint32_t length = packets * mtu;
-    post_deferred(read_wr(1, 0, length, 0x50000));
-    ASSERT_EQ(run_requester_once(now).size(), 1U);
-    const std::vector<std::uint8_t> data = pattern(length, 0x52);
+    const std::vector<std::uint8_t> data = send_read(packets, 0x52, now);
     const auto answer = [&](std::uint32_t index) { answer_read(data, packets, index, now); };
     const auto expect_asked = [&](std::uint32_t index) {
         const SentFrames sent = run_requester_once(now);
@@ -642,9 +648,7 @@ TEST_F(CompleterRoleTest, ResponsesBeyondTheMapAreAskedForOnceItMovesOn) {
     const std::uint64_t now = tsc();
     constexpr std::uint32_t packets = ResponseMap::capacity + 8;
     const std::uint32_t length = packets * mtu;
-    post_deferred(read_wr(1, 0, length, 0x50000));
-    ASSERT_EQ(run_requester_once(now).size(), 1U);
-    const std::vector<std::uint8_t> data = pattern(length, 0x44);
+    const std::vector<std::uint8_t> data = send_read(packets, 0x44, now);
     const auto answer = [&](std::uint32_t index) { answer_read(data, packets, index, now); };
     for (std::uint32_t i = 1; i < ResponseMap::capacity + 4; ++i) { // response 0 is lost
         answer(i);
@@ -678,9 +682,7 @@ TEST_F(CompleterRoleTest, AOneMibReadKeepsEveryResponsePastItsFirstLostOne) {
     constexpr std::uint32_t packets = 1024;
     static_assert(packets <= ResponseMap::capacity);
     const std::uint32_t length = packets * mtu;
-    post_deferred(read_wr(1, 0, length, 0x50000));
-    ASSERT_EQ(run_requester_once(now).size(), 1U);
-    const std::vector<std::uint8_t> data = pattern(length, 0x47);
+    const std::vector<std::uint8_t> data = send_read(packets, 0x47, now);
     const auto answer = [&](std::uint32_t index) { answer_read(data, packets, index, now); };
     for (std::uint32_t i = 1; i < packets; ++i) { // response 0 is lost
         answer(i);
@@ -698,9 +700,10 @@ TEST_F(CompleterRoleTest, AOneMibReadKeepsEveryResponsePastItsFirstLostOne) {
 }
 
 // The QP's response maps go to its oldest response_map_slots READs in flight. One past them
-// keeps nothing past a gap (its responses there are asked for again) until the oldest READs
-// complete; the map it then takes is clean.
-TEST_F(ReadCompleterTest, AReadPastTheMapSlotsKeepsResponsesOnceOlderOnesComplete) {
+// keeps nothing past a gap: the first response past one asks for the READ again from the gap to
+// its end, once, as go-back-N would (it used to wait for a probe); once older READs complete it
+// takes a map and keeps what comes past a gap.
+TEST_F(ReadCompleterTest, AReadPastTheMapSlotsAsksFromItsGapToItsEndUntilItHasAMap) {
     const std::uint64_t now = tsc();
     constexpr std::uint32_t reads = response_map_slots + 2;
     qp().attr->max_rd_atomic = reads;
@@ -709,33 +712,65 @@ TEST_F(ReadCompleterTest, AReadPastTheMapSlotsKeepsResponsesOnceOlderOnesComplet
     }
     ASSERT_EQ(run_requester_once(now).size(), reads - 1);
     const auto psn_of = [](std::uint32_t read, std::uint32_t index) { return read * 3 + index; };
-    // READ 0 keeps its LAST past a lost MIDDLE (its map gets a mark), then completes.
-    answer(Opcode::rc_rdma_read_response_first, psn_of(0, 0), 0, mtu, now);
-    answer(Opcode::rc_rdma_read_response_last, psn_of(0, 2), 2 * mtu, length, now);
-    answer(Opcode::rc_rdma_read_response_middle, psn_of(0, 1), mtu, 2 * mtu, now);
+    const auto answer_whole = [&](std::uint32_t read) {
+        answer(Opcode::rc_rdma_read_response_first, psn_of(read, 0), 0, mtu, now);
+        answer(Opcode::rc_rdma_read_response_middle, psn_of(read, 1), mtu, 2 * mtu, now);
+        answer(Opcode::rc_rdma_read_response_last, psn_of(read, 2), 2 * mtu, length, now);
+    };
+    answer_whole(0);
     ASSERT_EQ(send_completions().size(), 1U);
-    // The last READ is one past the slots still: its LAST past a lost MIDDLE is not kept.
+    // The last READ (sent 17th) is one past the maps still: its LAST past a lost MIDDLE.
     const std::uint32_t last = reads - 1;
     const SendWqe& tail = qp().send_queue.at(qp().send_queue.size() - 1);
     answer(Opcode::rc_rdma_read_response_first, psn_of(last, 0), 0, mtu, now);
     answer(Opcode::rc_rdma_read_response_last, psn_of(last, 2), 2 * mtu, length, now);
-    EXPECT_EQ(tail.responses, 1U);
     EXPECT_EQ(qp().map_of(tail), nullptr);
-    // READ 1 completes: the last READ takes READ 0's map, clean, and keeps its LAST now.
-    for (std::uint32_t i = 0; i < 3; ++i) {
-        answer(i == 0 ? Opcode::rc_rdma_read_response_first
-                      : (i == 2 ? Opcode::rc_rdma_read_response_last
-                                : Opcode::rc_rdma_read_response_middle),
-               psn_of(1, i), i * mtu, std::min<std::uint32_t>((i + 1) * mtu, length), now);
-    }
+    EXPECT_EQ(tail.responses, 1U);
+    // READs 1 to 16, passed without a response, are asked for whole; the last from its gap.
+    const SentFrames again = run_requester_once(now);
+    ASSERT_EQ(again.size(), reads - 1);
+    EXPECT_EQ(again[reads - 2].bth.psn, sq_psn + psn_of(last, 1));
+    EXPECT_EQ(again[reads - 2].reth.dma_length, length - mtu) << "from the gap to the READ's end";
+    answer(Opcode::rc_rdma_read_response_last, psn_of(last, 2), 2 * mtu, length, now);
+    EXPECT_EQ(run_requester_once(now).size(), 0U) << "asked once";
+    // READ 1 completes: the last READ takes its map (slot 17 % 16) and keeps a LAST past a gap.
+    answer_whole(1);
     ASSERT_EQ(send_completions().size(), 1U);
-    const ResponseMap* map = qp().map_of(tail);
-    ASSERT_NE(map, nullptr);
-    EXPECT_EQ(map != nullptr ? map->first_hole() : 1U, 0U) << "nothing of READ 0's left in it";
+    ASSERT_NE(qp().map_of(tail), nullptr);
     answer(Opcode::rc_rdma_read_response_last, psn_of(last, 2), 2 * mtu, length, now);
     EXPECT_TRUE(tail.placed(qp().map_of(tail), 2));
     answer(Opcode::rc_rdma_read_response_middle, psn_of(last, 1), mtu, 2 * mtu, now);
     EXPECT_EQ(tail.responses, 3U);
+}
+
+// A response asked for that arrives before the request went out (reordered past the slack) is
+// not asked for: the request covered it and everything up to the other response it was merged
+// with, whose answers were duplicates, and as the timed repair it never closed its sample.
+TEST_F(CompleterRoleTest, AResponseThatCameBeforeItsRepairWentOutIsNotAskedFor) {
+    const std::uint64_t now = tsc();
+    constexpr std::uint32_t packets = 16;
+    const std::uint32_t length = packets * mtu;
+    const std::vector<std::uint8_t> data = send_read(packets, 0x61, now);
+    // 2 lost, 8 overtaken by four: both asked for, in one pending request.
+    for (const std::uint32_t i : {0U, 1U, 3U, 4U, 5U, 6U, 7U, 9U, 10U, 11U, 12U}) {
+        answer_read(data, packets, i, now);
+    }
+    EXPECT_EQ(counters().read_repairs, 2U);
+    answer_read(data, packets, 8, now); // ... 8 late, not lost
+    const SentFrames again = run_requester_once(now);
+    ASSERT_EQ(again.size(), 1U);
+    EXPECT_EQ(again[0].bth.psn, sq_psn + 2);
+    EXPECT_EQ(again[0].reth.dma_length, mtu) << "2 alone: 3 to 8 came";
+    EXPECT_EQ(qp().req.repair_timed_psn, sq_psn + 2);
+    for (const std::uint32_t i : {2U, 13U, 14U, 15U}) {
+        answer_read(data, packets, i, now);
+    }
+    const auto wcs = send_completions();
+    ASSERT_EQ(wcs.size(), 1U);
+    expect_completion(wcs[0], 1, rdma::WcStatus::success);
+    EXPECT_EQ(std::memcmp(local(0), data.data(), length), 0);
+    EXPECT_EQ(counters().duplicates, 0U);
+    EXPECT_EQ(qp().req.repair_timed_psn, no_psn);
 }
 
 // READs answered behind one still waiting hold their place in max_rd_atomic: the responder frees
