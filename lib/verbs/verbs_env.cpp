@@ -77,6 +77,35 @@ void settle_departed_peers() {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
+// PRDMA_STATS=1: each device's counters that moved, on stderr as the program exits. perftest and
+// the pingpongs print nothing of the device's, and what it did under loss (retransmissions,
+// selective_resends, read_repairs) or what it refused is otherwise lost with the process.
+void print_device_stats(const ShimState& state) {
+    const char* text = std::getenv("PRDMA_STATS");
+    if (text == nullptr || std::strcmp(text, "1") != 0) {
+        return;
+    }
+    for (const auto& device : state.devices) {
+        Result<rdma::Context> context = rdma::Context::open(device->id);
+        Result<std::vector<rdma::Counter>> counters =
+            context.ok() ? context.value().query_stats()
+                         : Result<std::vector<rdma::Counter>>(context.error());
+        const std::string name = rdma::device_name(device->id);
+        if (!counters.ok()) {
+            std::fprintf(stderr, "prdma-verbs: %s: no counters: %s\n", name.c_str(),
+                         counters.error().message().c_str());
+            continue;
+        }
+        std::fprintf(stderr, "prdma-verbs: %s counters at exit:\n", name.c_str());
+        for (const rdma::Counter& counter : counters.value()) {
+            if (counter.value != 0) {
+                std::fprintf(stderr, "  %s=%llu\n", counter.name.c_str(),
+                             static_cast<unsigned long long>(counter.value));
+            }
+        }
+    }
+}
+
 // A verbs program expects its port up when it opens the device (perftest refuses a port that is
 // down), where a memif port comes up only once the peer's process has started. Each device's
 // first port is given PRDMA_LINK_WAIT seconds (default 10, 0: no wait) to come up.
@@ -118,6 +147,7 @@ void bring_up(ShimState& state) {
     // EAL started are destroyed: they were made after this state, so they would go first.
     std::atexit([] {
         settle_departed_peers();
+        print_device_stats(shim_state());
         shim_state().eal->stop_for_exit();
     });
     wait_for_links(state);

@@ -98,13 +98,20 @@ class VerbsPairsTest(unittest.TestCase):
     def test_selective_repeat_through_a_lossy_link(self):
         # PRDMA_SELECTIVE_REPEAT=1 on both (each peer is prdma): every RC QP resends only what
         # its peer NAKs. ibv_rc_pingpong checks its buffers; ib_write_bw streams through drops.
-        loss = {'PRDMA_SELECTIVE_REPEAT': '1'}
+        # PRDMA_STATS=1 prints the devices' counters at exit: the WRITEs' sender resent packets
+        # alone (selective_resends), far more often than it went back (retransmissions: the
+        # probes after a lost ACK).
+        loss = {'PRDMA_SELECTIVE_REPEAT': '1', 'PRDMA_STATS': '1'}
         self.expect_pair('ibv_rc_pingpong', ['-g', '0', '-d', 'rdma_swroce0', '-n', '200', '-s',
                                              '8192', '-c'], r'200 iters in [0-9.]+ seconds',
                          ',rx_drop=0.05,seed=3', loss)
-        self.expect_pair('ib_write_bw', ['-x', '0', '-d', 'rdma_swroce0', '-n', '200', '-s',
-                                         '65536'], r'(?m)^ 65536\s+200\s+[0-9.]+',
-                         ',rx_drop=0.02,seed=3', loss)
+        _, client = self.expect_pair('ib_write_bw', ['-x', '0', '-d', 'rdma_swroce0', '-n', '200',
+                                                     '-s', '65536'], r'(?m)^ 65536\s+200\s+[0-9.]+',
+                                     ',rx_drop=0.02,seed=3', loss)
+        self.assertIn('prdma-verbs: rdma_swroce0 counters at exit:', client[2])
+        counters = dict(re.findall(r'(?m)^  (\w+)=(\d+)$', client[2]))
+        self.assertGreater(int(counters.get('selective_resends', 0)),
+                           4 * int(counters.get('retransmissions', 0)), client[2])
 
     def test_ibv_srq_pingpong_many_qps_on_one_srq(self):
         # 16 QPs per side take their receives from one SRQ, reposted as it drains; 4096 B is four
