@@ -32,7 +32,10 @@ void advance(SwroceQp& qp, std::uint32_t psn, std::uint64_t now) noexcept {
     arm_timer(qp, now);
     if (req.timing && !roce::psn_after(req.timed_psn, psn)) {
         const std::uint64_t sample = now - req.timed_tsc;
-        req.srtt = req.srtt == 0 ? sample : (7 * req.srtt + sample) / 8;
+        if (!req.timed_read) {
+            req.srtt = req.srtt == 0 ? sample : (7 * req.srtt + sample) / 8;
+        }
+        req.min_rtt = req.min_rtt == 0 ? sample : std::min(req.min_rtt, sample);
         req.timing = false;
         set_timer_periods(qp);
     }

@@ -303,9 +303,15 @@ struct RequesterState {
     // Round-trip time, smoothed, from one timed AckReq packet at a time (none across a restart,
     // as Karn's rule says): how long the same loss may be reported again.
     std::uint64_t srtt = 0;
+    // The shortest round trip timed: those samples, and toward a selective-repeat peer a READ or
+    // atomic sent the first time, to its first response (timed_read). How long a QP that READs
+    // waits before it probes a stall (probe_wait); a READ's sample is not srtt's, it holds the
+    // queue of responses before the READ's first (300 us at 64 KiB, several ms at 1 MiB).
+    std::uint64_t min_rtt = 0;
     std::uint32_t timed_psn = 0;
     std::uint64_t timed_tsc = 0;
     bool timing = false;
+    bool timed_read = false;
     // A READ repair's round trip, smoothed, from the first response of one repair at a time
     // (none when asked again): how long responses asked for may take before they are asked for
     // again (chase_responses). Apart from srtt: a response merely reordered past the slack

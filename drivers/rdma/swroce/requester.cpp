@@ -212,13 +212,18 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
         }
         const std::uint32_t last_psn =
             request ? psn : roce::psn_add(wqe.first_psn, wqe.psn_span - 1);
-        if (roce::psn_after(last_psn, qp.req.sent_psn)) {
+        const bool first_send = roce::psn_after(last_psn, qp.req.sent_psn);
+        if (first_send) {
             qp.req.sent_psn = last_psn;
         }
-        if (ack_req && !qp.req.timing && request) {
+        // Toward a selective-repeat peer a READ or atomic sent the first time is timed too, so a
+        // QP that only READs has a round trip for its probes (min_rtt). Go-back-N keeps its 1 ms
+        // probe floor there.
+        if (!qp.req.timing && (request ? ack_req : first_send && qp.attr->selective_repeat)) {
             qp.req.timing = true;
             qp.req.timed_psn = psn;
             qp.req.timed_tsc = now;
+            qp.req.timed_read = !request;
         }
         ++wqe.next_packet;
         if (qp.req.retransmit_deadline == 0) {

@@ -57,11 +57,21 @@ namespace {
 // probe is answered by an ACK or by the NAK of what is still missing.
 std::uint64_t probe_wait(const SwroceQp& qp, std::uint32_t probes) noexcept {
     // Before a round trip was measured, the go-back-N floor: nothing says the peer is near.
-    const bool selective = qp.attr->selective_repeat && qp.req.srtt != 0;
-    const std::uint64_t floor = qp.device->tsc_hz / (selective ? 50'000 : 1'000);
-    const std::uint64_t wait = std::max((selective ? 3 : 8) * qp.req.srtt, floor)
-                               << std::min<std::uint32_t>(probes, 16);
-    const std::uint64_t timeout = qp.req.timeout_cycles;
+    const RequesterState& req = qp.req;
+    const bool selective = qp.attr->selective_repeat && req.min_rtt != 0;
+    const std::uint64_t millisecond = qp.device->tsc_hz / 1'000;
+    const std::uint64_t floor = selective ? qp.device->tsc_hz / 50'000 : millisecond;
+    std::uint64_t wait = std::max((selective ? 3 : 8) * req.srtt, floor);
+    if (selective && req.reads_posted) {
+        // READ responses stream back to back, so their silence means they stopped: a lost READ
+        // request (the responder drops the requests past a window's PSNs), or a READ's tail
+        // lost. Three of the shortest round trips, never more than the 1 ms it was before READs
+        // were timed: every READ sample may hold a queue (read_bw 64 KiB at 10 % loss both ways
+        // waited 120 probes of 1 ms or more, half its run).
+        wait = std::max(std::min(3 * req.min_rtt, millisecond), floor);
+    }
+    wait <<= std::min<std::uint32_t>(probes, 16);
+    const std::uint64_t timeout = req.timeout_cycles;
     return timeout == 0 ? wait : std::min(wait, timeout / 2);
 }
 

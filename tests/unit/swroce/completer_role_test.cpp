@@ -44,14 +44,14 @@ protected:
         EXPECT_EQ(run_requester_once(now).size(), 1U);
         return pattern(std::size_t{packets} * mtu, seed);
     }
-    // Response `index` of a READ of `packets` whole MTUs sent first (PSN sq_psn + index), with
-    // its bytes of `data`.
+    // Response `index` of a READ of `packets` whole MTUs whose first PSN is `first` (the READ
+    // sent first: sq_psn), with its bytes of `data`.
     void answer_read(std::span<const std::uint8_t> data, std::uint32_t packets, std::uint32_t index,
-                     std::uint64_t now) {
+                     std::uint64_t now, std::uint32_t first = sq_psn) {
         const Opcode opcode = index == 0             ? Opcode::rc_rdma_read_response_first
                               : index + 1 == packets ? Opcode::rc_rdma_read_response_last
                                                      : Opcode::rc_rdma_read_response_middle;
-        roce::FrameHeaders h = from_peer(opcode, sq_psn + index);
+        roce::FrameHeaders h = from_peer(opcode, first + index);
         h.aeth = {roce::ack_syndrome(), 1};
         complete_with(h, now, data.subspan(std::size_t{index} * mtu, mtu));
     }
@@ -317,6 +317,70 @@ TEST_F(CompleterRoleTest, ARestartTheWindowHoldsBackIsProbedAtItsLastPacket) {
     ASSERT_EQ(probe.size(), 1U);
     EXPECT_EQ(probe[0].bth.psn, sq_psn + halved);
     EXPECT_TRUE(probe[0].bth.ack_req);
+}
+
+// A QP that only READs from a selective-repeat peer times each READ to its first response, and
+// probes a stall after three of its shortest round trips: responses stream back to back, so
+// silence means they stopped (a lost READ request, or a READ's tail lost), while a READ's sample
+// may hold a queue of responses. It timed nothing and waited 1 ms for every probe: read_bw 64 KiB
+// at 10 % loss both ways spent half its run waiting.
+TEST_F(CompleterRoleTest, ASelectiveQpThatReadsProbesAStallAfterThreeOfItsShortestRoundTrips) {
+    qp().attr->selective_repeat = true;
+    const std::uint64_t us = dev().tsc_hz / 1'000'000;
+    constexpr std::uint32_t packets = 8;
+    const std::uint64_t t0 = tsc();
+    const std::vector<std::uint8_t> first = send_read(packets, 0x52, t0);
+    answer_read(first, packets, 0, t0 + 30 * us);
+    EXPECT_EQ(qp().req.min_rtt, 30 * us) << "the READ's first response timed it";
+    for (std::uint32_t i = 1; i < packets; ++i) {
+        answer_read(first, packets, i, t0 + 30 * us);
+    }
+    ASSERT_EQ(send_completions().size(), 1U);
+    // The next READ's first response waits 600 us behind a queue: the shortest stays.
+    const std::uint64_t t1 = t0 + 100 * us;
+    const std::uint32_t second_psn = sq_psn + packets;
+    post_deferred(read_wr(2, 0, std::size_t{packets} * mtu, 0x50000));
+    ASSERT_EQ(run_requester_once(t1).size(), 1U);
+    const std::vector<std::uint8_t> second = pattern(std::size_t{packets} * mtu, 0x53);
+    const std::uint64_t quiet = t1 + 600 * us;
+    for (std::uint32_t i = 0; i < 5; ++i) { // 5 to 7 lost, the LAST among them
+        answer_read(second, packets, i, quiet, second_psn);
+    }
+    EXPECT_EQ(qp().req.min_rtt, 30 * us);
+    EXPECT_EQ(qp().req.srtt, 0U) << "a READ's sample is no AckReq's";
+    check_timer(qp(), quiet + 80 * us);
+    EXPECT_EQ(counters().probes, 0U) << "within three of its shortest round trips";
+    check_timer(qp(), quiet + 100 * us);
+    EXPECT_EQ(counters().probes, 1U) << "not three of the 600 us one, nor 1 ms";
+    const SentFrames probe = run_requester_once(quiet + 100 * us);
+    ASSERT_EQ(probe.size(), 1U);
+    EXPECT_EQ(probe[0].bth.psn, second_psn + 5);
+    EXPECT_EQ(probe[0].reth.dma_length, 3 * mtu) << "what the READ still lacks";
+    for (std::uint32_t i = 5; i < packets; ++i) {
+        answer_read(second, packets, i, quiet + 150 * us, second_psn);
+    }
+    const auto wcs = send_completions();
+    ASSERT_EQ(wcs.size(), 1U);
+    expect_completion(wcs[0], 2, rdma::WcStatus::success);
+    EXPECT_EQ(std::memcmp(local(0), second.data(), second.size()), 0);
+}
+
+// Toward a go-back-N peer (rxe, a NIC) a QP that only READs keeps the 1 ms probe floor: its
+// probes ask every READ again from its first gap, and nothing there was measured against a peer
+// that drops what follows a lost request.
+TEST_F(CompleterRoleTest, AGoBackNQpThatReadsKeepsTheMillisecondProbeFloor) {
+    const std::uint64_t us = dev().tsc_hz / 1'000'000;
+    constexpr std::uint32_t packets = 8;
+    const std::uint64_t t0 = tsc();
+    const std::vector<std::uint8_t> data = send_read(packets, 0x54, t0);
+    for (std::uint32_t i = 0; i < 5; ++i) {
+        answer_read(data, packets, i, t0 + 30 * us);
+    }
+    EXPECT_EQ(qp().req.min_rtt, 0U) << "its READs are not timed";
+    check_timer(qp(), t0 + 30 * us + 900 * us);
+    EXPECT_EQ(counters().probes, 0U);
+    check_timer(qp(), t0 + 30 * us + 1001 * us);
+    EXPECT_EQ(counters().probes, 1U);
 }
 
 // A poller or the service that finds a queue of answers (as prdma-perf's 1,024-QP write_bw left
