@@ -194,6 +194,9 @@ std::uint64_t rnr_timer_cycles(const SwroceDevice& dev, std::uint8_t code) noexc
 // QP's attributes and round-trip time: after a modify and after each new round-trip sample.
 void set_timer_periods(SwroceQp& qp) noexcept;
 void arm_timer(SwroceQp& qp, std::uint64_t now) noexcept;
+// After arm_timer for a READ or atomic sent while nothing was unacknowledged: its first probe
+// waits at least the millisecond floor.
+void hold_first_probe(SwroceQp& qp, std::uint64_t now) noexcept;
 // Go back N: the next requester pass resends from `from_psn`.
 void rewind(SwroceQp& qp, std::uint32_t from_psn) noexcept;
 // After a rewind, the responder may acknowledge packets the requester was about to send again

@@ -311,7 +311,7 @@ struct RequesterState {
     std::uint32_t timed_psn = 0;
     std::uint64_t timed_tsc = 0;
     bool timing = false;
-    bool timed_read = false;
+    bool timed_read = false; // what is timed, or was last, is a READ's or atomic's round trip
     // A READ repair's round trip, smoothed, from the first response of one repair at a time
     // (none when asked again): how long responses asked for may take before they are asked for
     // again (chase_responses). Apart from srtt: a response merely reordered past the slack

@@ -216,10 +216,10 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
         if (first_send) {
             qp.req.sent_psn = last_psn;
         }
-        // Toward a selective-repeat peer a READ or atomic sent the first time is timed too, so a
-        // QP that only READs has a round trip for its probes (min_rtt). Go-back-N keeps its 1 ms
-        // probe floor there.
-        if (!qp.req.timing && (request ? ack_req : first_send && qp.attr->selective_repeat)) {
+        // Only a packet sent the first time is timed (Karn). Toward a selective-repeat peer a
+        // READ or atomic is timed too, so a QP that only READs has a round trip for its probes
+        // (min_rtt). Go-back-N keeps its 1 ms probe floor there.
+        if (!qp.req.timing && first_send && (request ? ack_req : qp.attr->selective_repeat)) {
             qp.req.timing = true;
             qp.req.timed_psn = psn;
             qp.req.timed_tsc = now;
@@ -228,6 +228,9 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
         ++wqe.next_packet;
         if (qp.req.retransmit_deadline == 0) {
             arm_timer(qp, now);
+            if (PRDMA_UNLIKELY(!request)) {
+                hold_first_probe(qp, now);
+            }
         }
     }
     return wqe.next_packet == segments.packet_count();

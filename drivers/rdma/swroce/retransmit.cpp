@@ -54,33 +54,45 @@ namespace {
 // transport timer, which alone counts retries. A selective-repeat peer is probed after three
 // round trips and at least 20 us: there a lost ACK of a filled gap, or a lost resend whose
 // renewed NAK was lost too, would otherwise hold a full window for the millisecond, and the
-// probe is answered by an ACK or by the NAK of what is still missing.
-std::uint64_t probe_wait(const SwroceQp& qp, std::uint32_t probes) noexcept {
-    // Before a round trip was measured, the go-back-N floor: nothing says the peer is near.
+// probe is answered by an ACK or by the NAK of what is still missing. Behind a READ or atomic
+// (`read_tail`: the last PSN sent is one's), after three of the shortest round trips.
+std::uint64_t probe_wait(const SwroceQp& qp, std::uint32_t probes, bool read_tail) noexcept {
     const RequesterState& req = qp.req;
-    const bool selective = qp.attr->selective_repeat && req.min_rtt != 0;
     const std::uint64_t millisecond = qp.device->tsc_hz / 1'000;
-    const std::uint64_t floor = selective ? qp.device->tsc_hz / 50'000 : millisecond;
-    std::uint64_t wait = std::max((selective ? 3 : 8) * req.srtt, floor);
-    if (selective && req.reads_posted) {
+    const std::uint64_t least = qp.device->tsc_hz / 50'000;
+    std::uint64_t wait = 0;
+    if (qp.attr->selective_repeat && read_tail && req.min_rtt != 0) {
         // READ responses stream back to back, so their silence means they stopped: a lost READ
         // request (the responder drops the requests past a window's PSNs), or a READ's tail
-        // lost. Three of the shortest round trips, never more than the 1 ms it was before READs
-        // were timed: every READ sample may hold a queue (read_bw 64 KiB at 10 % loss both ways
-        // waited 120 probes of 1 ms or more, half its run).
-        wait = std::max(std::min(3 * req.min_rtt, millisecond), floor);
+        // lost. Not the smoothed round trip: a READ's sample holds the queue of responses before
+        // its first. Never more than the 1 ms it was before READs were timed (read_bw 64 KiB at
+        // 10 % loss both ways waited 120 probes of 1 ms or more, half its run).
+        wait = std::max(std::min(3 * req.min_rtt, millisecond), least);
+    } else {
+        // Before a round trip was measured, the go-back-N floor: nothing says the peer is near.
+        const bool selective = qp.attr->selective_repeat && req.srtt != 0;
+        wait = std::max((selective ? 3 : 8) * req.srtt, selective ? least : millisecond);
     }
     wait <<= std::min<std::uint32_t>(probes, 16);
     const std::uint64_t timeout = req.timeout_cycles;
     return timeout == 0 ? wait : std::min(wait, timeout / 2);
 }
 
+// Whether the last PSN sent is a READ's or an atomic's: a stall behind it is one of responses.
+bool read_at_tail(SwroceQp& qp) noexcept {
+    const SendWqe* last = wqe_holding(qp, qp.req.sent_psn);
+    return last != nullptr && last->is_read_or_atomic();
+}
+
 } // namespace
 
+// Worked out when a sample comes, not per packet or per ACK: the READ rule holds while READs are
+// what is timed (a READ-only QP; not one that READ once and now WRITEs). A probe works out its
+// next wait from what it finds at the tail.
 void set_timer_periods(SwroceQp& qp) noexcept {
     RequesterState& req = qp.req;
     req.timeout_cycles = transport_timeout_cycles(qp);
-    req.probe_wait_cycles = probe_wait(qp, 0);
+    req.probe_wait_cycles = probe_wait(qp, 0, req.timed_read);
 }
 
 void arm_timer(SwroceQp& qp, std::uint64_t now) noexcept {
@@ -88,6 +100,12 @@ void arm_timer(SwroceQp& qp, std::uint64_t now) noexcept {
     req.retransmit_deadline = req.timeout_cycles == 0 ? 0 : now + req.timeout_cycles;
     req.probes_without_progress = 0;
     req.probe_deadline = now + req.probe_wait_cycles;
+}
+
+// Nothing flowed before this READ: its first response may wait behind the peer's work for other
+// QPs, and its silence is no stall until responses came (then probe_wait's READ rule).
+void hold_first_probe(SwroceQp& qp, std::uint64_t now) noexcept {
+    qp.req.probe_deadline = now + std::max(qp.req.probe_wait_cycles, qp.device->tsc_hz / 1'000);
 }
 
 // Every transmitted WQE from the one holding `from_psn` on is sent again from there: a message
@@ -220,6 +238,9 @@ void ask_for_responses(SwroceQp& qp, SendWqe& wqe, std::uint32_t from, std::uint
         timed < static_cast<std::int32_t>(end)) {
         qp.req.repair_timed_psn = no_psn; // Karn: asked for again, its answer times neither ask
     }
+    if (from == 0 && qp.req.timing && qp.req.timed_psn == wqe.first_psn) {
+        qp.req.timing = false; // Karn: the READ's first response asked for again
+    }
     wqe.repair_from = from;
     wqe.repair_end = end;
     wqe.repair_tsc = now;
@@ -292,7 +313,7 @@ void probe_stall(SwroceQp& qp, std::uint64_t now) noexcept {
     if (resending && (req.probing ? !roce::psn_after(next, req.probe_psn)
                                   : roce::psn_diff(next, req.acked_psn) <=
                                         static_cast<std::int32_t>(req.window.packets()))) {
-        req.probe_deadline = now + probe_wait(qp, req.probes_without_progress);
+        req.probe_deadline = now + probe_wait(qp, req.probes_without_progress, read_at_tail(qp));
         return;
     }
     // A READ at the tail is not resent alone: from the first unacknowledged PSN on, every READ is
@@ -308,7 +329,7 @@ void probe_stall(SwroceQp& qp, std::uint64_t now) noexcept {
     req.probing = true;
     ++qp.device->counters_of(qp).probes;
     ++req.probes_without_progress;
-    req.probe_deadline = now + probe_wait(qp, req.probes_without_progress);
+    req.probe_deadline = now + probe_wait(qp, req.probes_without_progress, read_at_tail(qp));
 }
 
 } // namespace

@@ -341,6 +341,8 @@ TEST_F(CompleterRoleTest, ASelectiveQpThatReadsProbesAStallAfterThreeOfItsShorte
     const std::uint32_t second_psn = sq_psn + packets;
     post_deferred(read_wr(2, 0, std::size_t{packets} * mtu, 0x50000));
     ASSERT_EQ(run_requester_once(t1).size(), 1U);
+    check_timer(qp(), t1 + 500 * us);
+    EXPECT_EQ(counters().probes, 0U) << "sent with nothing flowing: no stall before responses came";
     const std::vector<std::uint8_t> second = pattern(std::size_t{packets} * mtu, 0x53);
     const std::uint64_t quiet = t1 + 600 * us;
     for (std::uint32_t i = 0; i < 5; ++i) { // 5 to 7 lost, the LAST among them
@@ -363,6 +365,32 @@ TEST_F(CompleterRoleTest, ASelectiveQpThatReadsProbesAStallAfterThreeOfItsShorte
     ASSERT_EQ(wcs.size(), 1U);
     expect_completion(wcs[0], 2, rdma::WcStatus::success);
     EXPECT_EQ(std::memcmp(local(0), second.data(), second.size()), 0);
+}
+
+// A selective QP that READ once and now WRITEs probes a WRITE's stall after three smoothed round
+// trips, not after three of the shortest: an ACK comes a round trip with its queue after the
+// packet that asked for it, and a needless probe holds the window until it is answered.
+TEST_F(CompleterRoleTest, ASelectiveQpThatReadOnceProbesItsWritesByTheirSmoothedRoundTrip) {
+    qp().attr->selective_repeat = true;
+    const std::uint64_t us = dev().tsc_hz / 1'000'000;
+    const std::uint64_t t0 = tsc();
+    const std::vector<std::uint8_t> data = send_read(1, 0x55, t0);
+    answer_read(data, 1, 0, t0 + 30 * us);
+    ASSERT_EQ(send_completions().size(), 1U);
+    ASSERT_EQ(qp().req.min_rtt, 30 * us);
+    // A WRITE answered 300 us on, then another sent with nothing unacknowledged.
+    const std::uint64_t t1 = t0 + 100 * us;
+    post_deferred(write_wr(2, 0, 100, 0x10000));
+    ASSERT_EQ(run_requester_once(t1).size(), 1U);
+    acknowledge(sq_psn + 1, roce::ack_syndrome(), t1 + 300 * us);
+    ASSERT_EQ(qp().req.srtt, 300 * us);
+    const std::uint64_t t2 = t1 + 400 * us;
+    post_deferred(write_wr(3, 0, 100, 0x10000));
+    ASSERT_EQ(run_requester_once(t2).size(), 1U);
+    check_timer(qp(), t2 + 800 * us);
+    EXPECT_EQ(counters().probes, 0U) << "within three smoothed round trips (900 us)";
+    check_timer(qp(), t2 + 1000 * us);
+    EXPECT_EQ(counters().probes, 1U);
 }
 
 // Toward a go-back-N peer (rxe, a NIC) a QP that only READs keeps the 1 ms probe floor: its
