@@ -236,35 +236,50 @@ bool send_packets(SwroceQp& qp, SendWqe& wqe, TxBatch& tx, std::uint64_t now) no
     return wqe.next_packet == segments.packet_count();
 }
 
+// The runs of responses of `wqe` still missing in [from, end), the responder's
+// RepairRuns::capacity at most: the last takes the rest.
+std::uint32_t missing_runs(const SendWqe& wqe, const ResponseMap* ahead, std::uint32_t from,
+                           std::uint32_t end) noexcept {
+    std::uint32_t runs = 0;
+    for (bool in_run = false; from < end && runs < RepairRuns::capacity; ++from) {
+        const bool missing = !wqe.placed(ahead, from);
+        runs += missing && !in_run ? 1U : 0U;
+        in_run = missing;
+    }
+    return runs;
+}
+
 // The responses of `wqe` asked for again and not yet sent, [repair_from, repair_end), as one READ
 // request per run of them still missing, the responder's RepairRuns::capacity at most (the last
-// takes the rest): gaps found in one burst are asked for apart, not with what came between (at
-// 1 MiB and 10 % loss a fifth of the responses came twice). What came meanwhile (a response
+// takes the rest): gaps found in one burst are asked for apart, not with what came between. All
+// go in one pass or none (false: the burst has no room, and the range waits whole for the next),
+// so a READ's requests never outnumber the responder's runs. What came meanwhile (a response
 // reordered past the slack) is not asked for: its answer would be a duplicate, and a timed one
-// would never close its sample. False when the burst is full: the rest goes next time.
+// would never close its sample.
 bool send_repair_runs(SwroceQp& qp, TxBatch& tx, SendWqe& wqe, std::uint64_t now) noexcept {
     const ResponseMap* ahead = qp.map_of(wqe);
-    const PacketPlan plan = Segmenter(wqe.wr.opcode, wqe.length, qp.mtu()).packet(0);
     std::uint32_t from = std::max(wqe.repair_from, wqe.responses);
     std::uint32_t end = wqe.repair_end;
     while (end > from && wqe.placed(ahead, end - 1)) {
         --end;
     }
-    std::uint32_t runs = 0;
-    while (from < end) {
-        if (wqe.placed(ahead, from)) {
+    const std::uint32_t runs = missing_runs(wqe, ahead, from, end);
+    if (tx.count + runs > tx.mbufs.size()) {
+        return false;
+    }
+    const PacketPlan plan = Segmenter(wqe.wr.opcode, wqe.length, qp.mtu()).packet(0);
+    for (std::uint32_t sent = 0; sent < runs; ++sent) {
+        while (wqe.placed(ahead, from)) {
             ++from;
-            continue;
         }
-        const bool last = ++runs == RepairRuns::capacity;
-        ReadAsk run{from, last ? end : from + 1};
+        ReadAsk run{from, sent + 1 == runs ? end : from + 1};
         while (run.end < end && !wqe.placed(ahead, run.end)) {
             ++run.end;
         }
         roce::TransportHeaders h = request_headers(qp, wqe, plan, qp.mtu(), run);
         h.bth.ack_req = true;
-        if (tx.full() || !emit(qp, tx, h, Payload{})) {
-            wqe.repair_from = from;
+        if (!emit(qp, tx, h, Payload{})) {
+            wqe.repair_from = from; // no mbuf: the rest next time
             return false;
         }
         // A repair waits behind the responses queued on the path, often a millisecond at
@@ -287,6 +302,9 @@ void send_repairs(SwroceQp& qp, TxBatch& tx, std::uint64_t now) noexcept {
         SendWqe& wqe = qp.send_queue.at(i);
         if (!wqe.assigned) {
             break;
+        }
+        if (wqe.repair_end <= wqe.repair_from) {
+            continue; // nothing asked for
         }
         if (!wqe.is_read_or_atomic() || wqe.answered()) {
             wqe.repair_end = wqe.repair_from;

@@ -229,7 +229,7 @@ void resend_selected(SwroceQp& qp, std::uint32_t nak_psn, std::uint32_t missing,
 
 void ask_for_responses(SwroceQp& qp, SendWqe& wqe, std::uint32_t from, std::uint32_t end,
                        std::uint64_t now) noexcept {
-    if (wqe.repair_end > wqe.repair_from) { // not sent yet: one request covers both
+    if (wqe.repair_end > wqe.repair_from) { // not sent yet: one range, sent by its runs
         from = std::min(from, wqe.repair_from);
         end = std::max(end, wqe.repair_end);
     }

@@ -907,6 +907,7 @@ TEST_F(CompleterRoleTest, GapsPastTheRespondersRepairRunsGoInTheLastRequest) {
         }
     }
     answer_read(data, packets, packets - 1, now); // the LAST: every gap before it asked for
+    static_assert(RepairRuns::capacity == 4, "six gaps: three alone, the last request the rest");
     const SentFrames again = run_requester_once(now);
     ASSERT_EQ(again.size(), RepairRuns::capacity);
     for (std::uint32_t k = 0; k + 1 < RepairRuns::capacity; ++k) {
@@ -915,6 +916,7 @@ TEST_F(CompleterRoleTest, GapsPastTheRespondersRepairRunsGoInTheLastRequest) {
     }
     EXPECT_EQ(again[3].bth.psn, sq_psn + 17);
     EXPECT_EQ(again[3].reth.dma_length, (packets - 1 - 17) * mtu) << "17 to the LAST's gap";
+    EXPECT_EQ(run_requester_once(now).size(), 0U) << "all asked for, once";
 }
 
 // READs answered behind one still waiting hold their place in max_rd_atomic: the responder frees
